@@ -1,0 +1,109 @@
+// The public API: load a GGUF model onto a backend, tokenize, evaluate, generate.
+//
+//   auto engine = bitnet::Engine::load({.model_path = "model.gguf"});
+//   if (!engine.ok()) { /* engine.status().to_string() */ }
+//   (*engine)->generate("Once upon a time", params, [](std::string_view piece) { ... });
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bitnet/sampling.h"
+#include "bitnet/status.h"
+
+namespace bitnet {
+
+struct EngineOptions {
+  std::string model_path;
+  std::string device = "auto";  // auto | cpu | gpu | cuda | hip | opencl | vulkan
+  int n_threads = 0;            // CPU threads; 0 = every hardware thread
+  int64_t n_ctx = 0;            // context length; 0 = the model's own
+  int64_t n_batch = 512;        // prompt tokens per forward step
+};
+
+// What was loaded, for logs, `inspect` and receipts.
+struct ModelSummary {
+  std::string name;
+  std::string architecture;
+  std::string ffn_act;        // "silu" | "relu2"
+  std::string rope;           // "norm" | "neox"
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_ff = 0;
+  bool tied_head = false;
+  std::string weight_types;   // e.g. "f32:13 i2_s:14 f16:1"
+  uint64_t n_params = 0;
+  uint64_t weight_bytes = 0;  // bytes of all weights in the file
+};
+
+struct GenerateStats {
+  int64_t n_prompt = 0;
+  int64_t n_generated = 0;
+  double prompt_seconds = 0.0;
+  double generate_seconds = 0.0;
+  std::string stop_reason;  // "eog" | "length" | "context"
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelSummary& model() const;
+  // "requested=auto detected=[cpu] selected=cpu-scalar"
+  std::string device_summary() const;
+  std::string backend_name() const;
+  int n_threads() const;
+  int64_t n_ctx() const;
+  std::vector<std::string> kernels_used() const;
+
+  // Tokenizer.
+  std::vector<int32_t> tokenize(std::string_view text, bool add_bos, bool parse_special) const;
+  std::string token_to_piece(int32_t id) const;
+  std::string detokenize(std::span<const int32_t> ids) const;
+  bool add_bos_default() const;
+  std::optional<int32_t> bos_id() const;
+  bool is_end_of_generation(int32_t id) const;
+  int64_t n_vocab() const;
+
+  // Evaluation over the KV cache: feeds `tokens` at positions n_past().. and returns logits,
+  // [n_tokens][n_vocab] when all_logits, else the last token's [n_vocab].
+  Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits);
+  int64_t n_past() const;
+  void reset();  // forget the sequence (the KV cache is overwritten from position 0)
+
+  // Tokenizes the prompt (BOS per the vocabulary), evaluates it and samples up to n_predict
+  // tokens, calling on_piece with each token's text as soon as it is sampled.
+  Status generate(std::string_view prompt, const SamplingParams& sampling, int64_t n_predict,
+                  const std::function<void(std::string_view)>& on_piece, GenerateStats* stats);
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// llama-perplexity's method: the text (with BOS) is cut into non-overlapping chunks of n_ctx
+// tokens, each chunk's first token is BOS, and the second half of each chunk is scored.
+struct PerplexityResult {
+  double ppl = 0.0;
+  int64_t n_chunks = 0;
+  int64_t n_scored = 0;
+  std::vector<double> chunk_ppl;  // running perplexity after each chunk
+};
+Result<PerplexityResult> perplexity(Engine& engine, std::string_view text, int64_t n_ctx,
+                                    const std::function<void(int64_t chunk, double ppl)>& progress);
+
+}  // namespace bitnet

@@ -1,0 +1,186 @@
+#include "bitnet/engine.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+
+#include "engine/summary.h"
+#include "gguf/gguf.h"
+#include "hal/registry.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace bitnet {
+
+struct Engine::Impl {
+  gguf::File file;
+  Model model;
+  std::optional<Tokenizer> tokenizer;  // engaged once loaded
+  hal::Selection selection;
+  ModelSummary summary;
+  int64_t n_ctx = 0;
+  int64_t n_batch = 512;
+  int64_t n_past = 0;
+};
+
+ModelSummary summarize_model(const Model& m) {
+  const ModelConfig& c = m.config();
+  ModelSummary s;
+  s.name = c.name;
+  s.architecture = c.arch_name;
+  s.ffn_act = std::string(ffn_act_name(c.ffn_act));
+  s.rope = c.rope_style == hal::RopeStyle::kNeox ? "neox" : "norm";
+  s.n_vocab = c.n_vocab;
+  s.n_ctx_train = c.n_ctx_train;
+  s.n_embd = c.n_embd;
+  s.n_layer = c.n_layer;
+  s.n_head = c.n_head;
+  s.n_head_kv = c.n_head_kv;
+  s.n_ff = c.n_ff;
+  s.tied_head = m.tied_head();
+  std::map<std::string, int> types;
+  for (const hal::WeightDesc& w : m.weight_table()) {
+    types[std::string(ggml_type_name(w.type))]++;
+    s.n_params += static_cast<uint64_t>(w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]);
+    s.weight_bytes += w.bytes.size();
+  }
+  for (const auto& [name, count] : types) {
+    s.weight_types += fmt::format("{}{}:{}", s.weight_types.empty() ? "" : " ", name, count);
+  }
+  return s;
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
+  if (options.n_ctx < 0) return invalid_argument("context length must not be negative");
+  if (options.n_batch <= 0) return invalid_argument("batch size must be positive");
+  auto impl = std::make_unique<Impl>();
+  const std::string& path = options.model_path;
+  BITNET_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
+  auto model = Model::from_gguf(impl->file);
+  if (!model.ok()) return model.status().with_context(path);
+  impl->model = std::move(model).value();
+  auto tokenizer = Tokenizer::from_gguf(impl->file);
+  if (!tokenizer.ok()) return tokenizer.status().with_context(path);
+  impl->tokenizer = std::move(tokenizer).value();
+  const ModelConfig& c = impl->model.config();
+  if (impl->tokenizer->n_vocab() > c.n_vocab) {
+    return corrupt_file(fmt::format("{}: the vocabulary has {} tokens but the embedding only {} rows",
+                                    path, impl->tokenizer->n_vocab(), c.n_vocab));
+  }
+  impl->n_ctx = options.n_ctx > 0 ? options.n_ctx : c.n_ctx_train;
+  impl->n_batch = options.n_batch;
+
+  BITNET_ASSIGN_OR_RETURN(impl->selection, hal::select_backend({options.device, options.n_threads}));
+  hal::Backend& backend = *impl->selection.backend;
+  BITNET_RETURN_IF_ERROR(backend.load_weights(impl->model.weight_table()).with_context(path));
+  BITNET_RETURN_IF_ERROR(backend.init_kv({static_cast<int32_t>(c.n_layer), impl->n_ctx, c.n_embd_kv()}));
+  impl->summary = summarize_model(impl->model);
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const ModelSummary& Engine::model() const { return impl_->summary; }
+std::string Engine::device_summary() const { return impl_->selection.summary(); }
+std::string Engine::backend_name() const { return impl_->selection.selected; }
+int Engine::n_threads() const { return impl_->selection.backend->info().n_threads; }
+int64_t Engine::n_ctx() const { return impl_->n_ctx; }
+std::vector<std::string> Engine::kernels_used() const { return impl_->selection.backend->kernels_used(); }
+
+std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+  return impl_->tokenizer->encode(text, add_bos, parse_special);
+}
+std::string Engine::token_to_piece(int32_t id) const { return impl_->tokenizer->token_to_piece(id); }
+std::string Engine::detokenize(std::span<const int32_t> ids) const { return impl_->tokenizer->decode(ids); }
+bool Engine::add_bos_default() const { return impl_->tokenizer->add_bos_default(); }
+std::optional<int32_t> Engine::bos_id() const { return impl_->tokenizer->bos_id(); }
+bool Engine::is_end_of_generation(int32_t id) const { return impl_->tokenizer->is_end_of_generation(id); }
+int64_t Engine::n_vocab() const { return impl_->model.config().n_vocab; }
+int64_t Engine::n_past() const { return impl_->n_past; }
+void Engine::reset() { impl_->n_past = 0; }
+
+Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool all_logits) {
+  Impl& m = *impl_;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return invalid_argument("no tokens to evaluate");
+  if (m.n_past + n > m.n_ctx) {
+    return out_of_range(fmt::format("{} tokens after {} exceed the context length {} (raise -c)",
+                                    n, m.n_past, m.n_ctx));
+  }
+  const int64_t n_vocab = m.model.config().n_vocab;
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= n_vocab) {
+      return invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1));
+    }
+  }
+  std::vector<float> logits(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
+  for (int64_t i0 = 0; i0 < n; i0 += m.n_batch) {
+    const int64_t n_chunk = std::min(m.n_batch, n - i0);
+    const LogitRows rows = all_logits ? LogitRows::kAll : LogitRows::kLast;
+    const hal::Graph graph = m.model.build_graph(n_chunk, m.n_past, rows);
+    std::span<float> out = all_logits
+        ? std::span<float>(logits).subspan(static_cast<size_t>(i0 * n_vocab), static_cast<size_t>(n_chunk * n_vocab))
+        : std::span<float>(logits);
+    BITNET_RETURN_IF_ERROR(m.selection.backend->compute(graph, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(n_chunk)), out));
+    m.n_past += n_chunk;
+  }
+  return logits;
+}
+
+Status Engine::generate(std::string_view prompt, const SamplingParams& sampling, int64_t n_predict,
+                        const std::function<void(std::string_view)>& on_piece, GenerateStats* stats) {
+  GenerateStats local;
+  GenerateStats& st = stats != nullptr ? *stats : local;
+  std::vector<int32_t> history = tokenize(prompt, add_bos_default(), /*parse_special=*/true);
+  if (history.empty()) return invalid_argument("the prompt is empty and the vocabulary has no BOS token");
+  if (static_cast<int64_t>(history.size()) >= n_ctx()) {
+    return out_of_range(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)",
+                                    history.size(), n_ctx()));
+  }
+  reset();
+  st.n_prompt = static_cast<int64_t>(history.size());
+  auto t0 = std::chrono::steady_clock::now();
+  BITNET_ASSIGN_OR_RETURN(std::vector<float> logits, eval(history, false));
+  st.prompt_seconds = seconds_since(t0);
+
+  // A SentencePiece vocabulary marks word starts with a space; at the very start of the
+  // text that space is not part of it (llama.cpp and run.c strip it the same way).
+  bool at_text_start = prompt.empty() && impl_->tokenizer->kind() == TokenizerKind::kSpm;
+  Sampler sampler(sampling);
+  t0 = std::chrono::steady_clock::now();
+  st.stop_reason = "length";
+  for (int64_t i = 0; i < n_predict; ++i) {
+    const int32_t id = sampler.sample(logits, history);
+    if (is_end_of_generation(id)) {
+      st.stop_reason = "eog";
+      break;
+    }
+    history.push_back(id);
+    ++st.n_generated;
+    std::string piece = token_to_piece(id);
+    if (at_text_start && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+    at_text_start = at_text_start && piece.empty();
+    on_piece(piece);
+    if (i + 1 == n_predict) break;
+    if (n_past() >= n_ctx()) {
+      st.stop_reason = "context";
+      break;
+    }
+    BITNET_ASSIGN_OR_RETURN(logits, eval(std::span<const int32_t>(&id, 1), false));
+  }
+  st.generate_seconds = seconds_since(t0);
+  return {};
+}
+
+}  // namespace bitnet

@@ -1,0 +1,47 @@
+// Level 2 of the HAL: a backend owns a device's memory (resident weights, activation
+// buffers, the KV cache) and runs whole op lists on it; only logits come back to the host.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bitnet/status.h"
+#include "hal/ops.h"
+
+namespace bitnet::hal {
+
+struct KvShape {
+  int32_t n_layer = 0;
+  int64_t n_ctx = 0;      // positions per sequence
+  int64_t n_embd_kv = 0;  // n_head_kv * head_dim
+};
+
+// What a backend reports about itself for logs and receipts.
+struct BackendInfo {
+  std::string name;    // "cpu-scalar", ...
+  std::string device;  // human-readable device description
+  int n_threads = 1;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual BackendInfo info() const = 0;
+
+  // Uploads or repacks every weight once; ids in op lists index this table.
+  virtual Status load_weights(std::span<const WeightDesc> weights) = 0;
+  // Allocates the KV cache (cleared).
+  virtual Status init_kv(const KvShape& shape) = 0;
+  // Runs `graph` for `tokens` (graph.n_tokens of them); copies the logits activation
+  // (graph.acts[graph.logits], row-major) into `logits`, which must be exactly that size.
+  virtual Status compute(const Graph& graph, std::span<const int32_t> tokens,
+                         std::span<float> logits) = 0;
+  // Names of the kernels that have run so far (for receipts), e.g. "matmul_w2a8_scalar".
+  virtual std::vector<std::string> kernels_used() const = 0;
+};
+
+}  // namespace bitnet::hal

@@ -1,0 +1,90 @@
+#include "model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace bitnet {
+
+namespace {
+
+// Sorts by logit (descending, then id) and fills p with the softmax of logit / temperature.
+template <class Candidate>
+void softmax_sorted(std::vector<Candidate>& c, float temperature) {
+  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
+    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+  });
+  const float max_logit = c.front().logit;
+  double sum = 0.0;
+  for (auto& x : c) {
+    x.p = std::exp((x.logit - max_logit) / temperature);
+    sum += x.p;
+  }
+  for (auto& x : c) x.p = static_cast<float>(x.p / sum);
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  cand_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
+
+  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) {
+    const size_t n = params_.repeat_last_n < 0
+                         ? history.size()
+                         : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
+    std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+    for (int32_t id : seen) {
+      if (id < 0 || static_cast<size_t>(id) >= cand_.size()) continue;
+      float& l = cand_[static_cast<size_t>(id)].logit;
+      l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    }
+  }
+
+  if (params_.temperature <= 0.0f) {
+    const auto best = std::max_element(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.logit < b.logit;  // first maximum = lowest id on ties
+    });
+    return best->id;
+  }
+
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < cand_.size()) {
+    std::partial_sort(cand_.begin(), cand_.begin() + params_.top_k, cand_.end(),
+                      [](const Candidate& a, const Candidate& b) {
+                        return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+                      });
+    cand_.resize(static_cast<size_t>(params_.top_k));
+  }
+  softmax_sorted(cand_, 1.0f);
+  if (params_.top_p < 1.0f) {
+    double cum = 0.0;
+    size_t keep = cand_.size();
+    for (size_t i = 0; i < cand_.size(); ++i) {
+      cum += cand_[i].p;
+      if (cum >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    cand_.resize(keep);
+  }
+  if (params_.min_p > 0.0f) {
+    const float threshold = params_.min_p * cand_.front().p;
+    size_t keep = 1;
+    while (keep < cand_.size() && cand_[keep].p >= threshold) ++keep;
+    cand_.resize(keep);
+  }
+  softmax_sorted(cand_, params_.temperature);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const double r = uniform(rng_);
+  double cum = 0.0;
+  for (const Candidate& c : cand_) {
+    cum += c.p;
+    if (r < cum) return c.id;
+  }
+  return cand_.back().id;
+}
+
+}  // namespace bitnet

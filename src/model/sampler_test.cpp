@@ -1,0 +1,114 @@
+#include "model/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace bitnet {
+namespace {
+
+SamplingParams greedy() {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
+TEST(Sampler, GreedyTakesArgmaxAndLowestIdOnTies) {
+  Sampler s(greedy());
+  EXPECT_EQ(s.sample(std::vector<float>{0.1f, 2.0f, -1.0f, 1.9f}, {}), 1);
+  EXPECT_EQ(s.sample(std::vector<float>{3.0f, 1.0f, 3.0f}, {}), 0);
+}
+
+TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
+  SamplingParams p = greedy();
+  p.repeat_penalty = 2.0f;
+  Sampler s(p);
+  // Token 0 (logit 3) was seen: 3/2 = 1.5 < 2 -> token 1 wins.
+  EXPECT_EQ(s.sample(std::vector<float>{3.0f, 2.0f}, std::vector<int32_t>{0}), 1);
+  // Negative logits get more negative: -1 * 2 = -2 < -1.5.
+  EXPECT_EQ(s.sample(std::vector<float>{-1.0f, -1.5f}, std::vector<int32_t>{0}), 1);
+  // Outside repeat_last_n the penalty does not apply.
+  p.repeat_last_n = 1;
+  Sampler s2(p);
+  EXPECT_EQ(s2.sample(std::vector<float>{3.0f, 2.0f}, std::vector<int32_t>{0, 1}), 0);
+}
+
+TEST(Sampler, SameSeedSameSequence) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = 42;
+  std::vector<float> logits(100);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.3f;
+  Sampler a(p), b(p);
+  std::vector<int32_t> sa, sb;
+  for (int i = 0; i < 200; ++i) {
+    sa.push_back(a.sample(logits, {}));
+    sb.push_back(b.sample(logits, {}));
+  }
+  EXPECT_EQ(sa, sb);
+  p.seed = 43;
+  Sampler c(p);
+  std::vector<int32_t> sc;
+  for (int i = 0; i < 200; ++i) sc.push_back(c.sample(logits, {}));
+  EXPECT_NE(sa, sc);
+}
+
+TEST(Sampler, TopKOneIsGreedy) {
+  SamplingParams p;
+  p.temperature = 5.0f;
+  p.top_k = 1;
+  Sampler s(p);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(std::vector<float>{0.0f, 0.5f, 0.4f}, {}), 1);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestNucleus) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.min_p = 0.0f;
+  p.top_p = 0.5f;
+  Sampler s(p);
+  // Probabilities ~ 0.665, 0.245, 0.09: the nucleus for 0.5 is token 0 alone.
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(s.sample(std::vector<float>{2.0f, 1.0f, 0.0f}, {}), 0);
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.2f;
+  Sampler s(p);
+  // p ~ 0.49, 0.49, 0.02: token 2 is below 0.2 * 0.49 and never drawn; 0 and 1 both are.
+  std::map<int32_t, int> seen;
+  for (int i = 0; i < 400; ++i) seen[s.sample(std::vector<float>{3.0f, 3.0f, 0.0f}, {})]++;
+  EXPECT_EQ(seen.count(2), 0u);
+  EXPECT_GT(seen[0], 100);
+  EXPECT_GT(seen[1], 100);
+}
+
+TEST(Sampler, TemperatureFlattensTheDistribution) {
+  SamplingParams p;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = 7;
+  const std::vector<float> logits = {1.0f, 0.0f};
+  int hot = 0, cold = 0;
+  p.temperature = 10.0f;
+  Sampler h(p);
+  p.temperature = 0.1f;
+  Sampler c(p);
+  for (int i = 0; i < 2000; ++i) {
+    hot += h.sample(logits, {}) == 1;
+    cold += c.sample(logits, {}) == 1;
+  }
+  EXPECT_GT(hot, 800);   // ~ 0.475 * 2000
+  EXPECT_LT(cold, 10);   // ~ 4.5e-5 * 2000
+}
+
+}  // namespace
+}  // namespace bitnet

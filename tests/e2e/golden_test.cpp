@@ -1,0 +1,136 @@
+// End to end against engines no one here wrote: the logits and perplexities in
+// ../shared/golden (llama.cpp, bitnet.cpp, ik_llama.cpp) and the published stories260K text.
+// Bars are the ones ../shared/golden/README.md suggests.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "bitnet/engine.h"
+#include "golden_util.h"
+
+namespace bitnet {
+namespace {
+
+using test::shared_dir;
+
+struct GoldenCase {
+  const char* model;       // relative to ../shared
+  const char* logits;      // stem relative to ../shared/golden
+  double max_abs_diff;     // bars (negative: not checked)
+  double mean_abs_diff;
+  double min_correlation;
+};
+
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.model; }
+
+class GoldenLogitsTest : public testing::TestWithParam<GoldenCase> {};
+
+std::unique_ptr<Engine> load_or_skip(const std::filesystem::path& path, int64_t n_ctx = 0) {
+  EngineOptions o;
+  o.model_path = path.string();
+  o.device = "cpu";
+  o.n_ctx = n_ctx;
+  auto engine = Engine::load(o);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+TEST_P(GoldenLogitsTest, MatchesReferenceEngine) {
+  const GoldenCase& c = GetParam();
+  const auto model_path = shared_dir() / c.model;
+  if (!std::filesystem::exists(model_path)) GTEST_SKIP() << "missing test data: " << model_path;
+  test::GoldenLogits golden;
+  std::string error;
+  if (!test::read_golden(shared_dir() / "golden" / c.logits, golden, error)) GTEST_SKIP() << "missing test data: " << error;
+
+  auto engine = load_or_skip(model_path, 512);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_EQ(engine->n_vocab(), golden.n_vocab);
+  auto logits = engine->eval(golden.ids, /*all_logits=*/true);
+  ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+  const test::LogitStats s = test::compare_logits(*logits, golden.logits, golden.n_vocab);
+  RecordProperty("max_abs_diff", std::to_string(s.max_abs_diff));
+  RecordProperty("mean_abs_diff", std::to_string(s.mean_abs_diff));
+  std::printf("%s: max|diff| %.5f mean|diff| %.5f min corr %.6f argmax agreement %.3f\n", c.model,
+              s.max_abs_diff, s.mean_abs_diff, s.min_row_correlation, s.argmax_agreement);
+  if (c.max_abs_diff >= 0) EXPECT_LE(s.max_abs_diff, c.max_abs_diff);
+  EXPECT_LE(s.mean_abs_diff, c.mean_abs_diff);
+  EXPECT_GE(s.min_row_correlation, c.min_correlation);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Golden, GoldenLogitsTest,
+    testing::Values(
+        GoldenCase{"models/stories260K-v1.gguf", "llamacpp/stories260K", 0.05, 0.005, 0.999},
+        GoldenCase{"golden/llamacpp/tiny-bitnet-f32.gguf", "llamacpp/tiny-bitnet-f32", -1, 0.08, 0.999},
+        GoldenCase{"golden/llamacpp/tiny-bitnet-tq2_0.gguf", "llamacpp/tiny-bitnet-tq2_0", -1, 0.08, 0.999},
+        GoldenCase{"golden/llamacpp/tiny-bitnet-tq1_0.gguf", "llamacpp/tiny-bitnet-tq1_0", -1, 0.08, 0.999},
+        GoldenCase{"golden/bitnetcpp/tiny-bitnet-i2_s.gguf", "bitnetcpp/tiny-bitnet-i2_s", -1, 0.08, 0.999},
+        GoldenCase{"golden/ik_llama/tiny-b158-f32.gguf", "ik_llama/tiny-b158-f32", -1, 0.08, 0.999}),
+    [](const testing::TestParamInfo<GoldenCase>& info) {
+      std::string name = std::filesystem::path(info.param.logits).filename().string();
+      for (char& ch : name) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name;
+    });
+
+struct PerplexityCase {
+  const char* model;
+  double expected;  // llama-perplexity -c 128 on golden/llamacpp/story.txt
+};
+
+void PrintTo(const PerplexityCase& c, std::ostream* os) { *os << c.model; }
+
+class GoldenPerplexityTest : public testing::TestWithParam<PerplexityCase> {};
+
+TEST_P(GoldenPerplexityTest, WithinOnePercentOfLlamaCpp) {
+  const PerplexityCase& c = GetParam();
+  const auto model_path = shared_dir() / c.model;
+  const auto text_path = shared_dir() / "golden/llamacpp/story.txt";
+  if (!std::filesystem::exists(model_path) || !std::filesystem::exists(text_path)) {
+    GTEST_SKIP() << "missing test data: " << model_path << " or " << text_path;
+  }
+  std::ifstream in(text_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto engine = load_or_skip(model_path, 128);
+  ASSERT_NE(engine, nullptr);
+  auto r = perplexity(*engine, text.str(), 128, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::printf("%s: PPL %.4f (llama.cpp %.4f), %lld chunks\n", c.model, r->ppl, c.expected,
+              static_cast<long long>(r->n_chunks));
+  EXPECT_NEAR(r->ppl, c.expected, 0.01 * c.expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Golden, GoldenPerplexityTest,
+    testing::Values(PerplexityCase{"models/stories260K-v1.gguf", 3.3009},
+                    PerplexityCase{"golden/llamacpp/tiny-bitnet-f32.gguf", 6707.13},
+                    PerplexityCase{"golden/llamacpp/tiny-bitnet-tq2_0.gguf", 6695.68},
+                    PerplexityCase{"golden/llamacpp/tiny-bitnet-tq1_0.gguf", 6695.68}),
+    [](const testing::TestParamInfo<PerplexityCase>& info) {
+      std::string name = std::filesystem::path(info.param.model).stem().string();
+      for (char& ch : name) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name;
+    });
+
+TEST(Stories260K, GreedyTextMatchesPublishedOutput) {
+  const auto model_path = shared_dir() / "models/stories260K-v1.gguf";
+  if (!std::filesystem::exists(model_path)) GTEST_SKIP() << "missing test data: " << model_path;
+  auto engine = load_or_skip(model_path);
+  ASSERT_NE(engine, nullptr);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::string text;
+  GenerateStats stats;
+  const Status s = engine->generate("", greedy, 60, [&](std::string_view piece) { text += piece; }, &stats);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  // ../shared/golden/README.md: greedy from BOS, 60 tokens (llama.cpp and Karpathy's run.c).
+  EXPECT_EQ(text,
+            "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+            "park. One day, she saw a big, red ball. She wanted to play with it, but it was too high");
+  EXPECT_EQ(stats.n_generated, 60);
+}
+
+}  // namespace
+}  // namespace bitnet

@@ -1,0 +1,50 @@
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "commands.h"
+
+namespace bitnet::cli {
+
+namespace {
+
+struct PerplexityFlags {
+  ModelFlags model;
+  std::string file;
+  int64_t n_ctx = 512;
+};
+
+int run(PerplexityFlags f) {
+  std::ifstream in(f.file, std::ios::binary);
+  if (!in) return fail(io_error(fmt::format("{}: cannot open", f.file)));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (f.model.n_ctx < f.n_ctx) f.model.n_ctx = f.n_ctx;  // the engine's context must hold a chunk
+  std::unique_ptr<Engine> engine = load_engine(f.model);
+  if (!engine) return 1;
+  auto r = perplexity(*engine, text.str(), f.n_ctx, [](int64_t chunk, double ppl) {
+    std::fprintf(stderr, "[%lld]%.4f ", static_cast<long long>(chunk + 1), ppl);
+  });
+  std::fputc('\n', stderr);
+  if (!r.ok()) return fail(r.status());
+  fmt::print("PPL = {:.4f} ({} chunks of {} tokens, {} tokens scored)\n", r->ppl, r->n_chunks, f.n_ctx, r->n_scored);
+  return 0;
+}
+
+}  // namespace
+
+void add_perplexity_command(CLI::App& app, Runner& runner) {
+  auto flags = std::make_shared<PerplexityFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "perplexity", "perplexity of a text file as llama-perplexity computes it (non-overlapping chunks, second half scored)");
+  cmd->add_option("-m,--model", flags->model.model, "GGUF model file")->required();
+  cmd->add_option("-f,--file", flags->file, "text file")->required();
+  cmd->add_option("-c,--ctx-size", flags->n_ctx, "chunk length in tokens (default: 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("-t,--threads", flags->model.n_threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", flags->model.device, "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: auto)");
+  cmd->callback([flags, &runner] { runner = [flags] { return run(*flags); }; });
+}
+
+}  // namespace bitnet::cli

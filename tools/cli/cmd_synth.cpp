@@ -1,0 +1,60 @@
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "bitnet/synth.h"
+#include "commands.h"
+
+namespace bitnet::cli {
+
+namespace {
+
+struct SynthFlags {
+  SynthOptions options;
+  std::string preset = "tiny";
+  // Shape overrides (0 = the preset's).
+  int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0;
+  std::string arch;
+};
+
+int run(SynthFlags f) {
+  auto shape = synth_preset(f.preset);
+  if (!shape.ok()) return fail(shape.status());
+  SynthShape& s = *shape;
+  for (auto [dst, v] : {std::pair{&s.n_vocab, f.n_vocab}, {&s.n_embd, f.n_embd}, {&s.n_layer, f.n_layer},
+                        {&s.n_head, f.n_head}, {&s.n_head_kv, f.n_head_kv}, {&s.n_ff, f.n_ff}}) {
+    if (v > 0) *dst = v;
+  }
+  if (!f.arch.empty()) s.architecture = f.arch;
+  f.options.shape = s;
+  std::fprintf(stderr, "writing %s: %s, %lld layers, n_embd %lld, n_ff %lld, vocab %lld, %s weights...\n",
+               f.options.output_path.c_str(), s.architecture.c_str(), static_cast<long long>(s.n_layer),
+               static_cast<long long>(s.n_embd), static_cast<long long>(s.n_ff),
+               static_cast<long long>(s.n_vocab), f.options.weight_type.c_str());
+  const Status st = synthesize_model(f.options);
+  if (!st.ok()) return fail(st);
+  std::fprintf(stderr, "done\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_synth_command(CLI::App& app, Runner& runner) {
+  auto flags = std::make_shared<SynthFlags>();
+  CLI::App* cmd = app.add_subcommand("synth", "write a GGUF with random ternary weights (for tests and benchmarks)");
+  cmd->add_option("-o,--output", flags->options.output_path, "output GGUF file")->required();
+  cmd->add_option("--preset", flags->preset, "tiny | small | 2b4t (default: tiny)");
+  cmd->add_option("--type", flags->options.weight_type, "i2_s | tq2_0 | tq1_0 | f16 | f32 (default: i2_s)");
+  cmd->add_option("--vocab-from", flags->options.vocab_from, "copy the tokenizer from this GGUF");
+  cmd->add_option("--seed", flags->options.seed, "random seed (default: 1)");
+  cmd->add_option("--arch", flags->arch, "bitnet-b1.58 | bitnet-25 | bitnet (default: bitnet-b1.58)");
+  cmd->add_option("--n-vocab", flags->n_vocab, "override the vocabulary size (synthetic vocabulary)");
+  cmd->add_option("--n-embd", flags->n_embd, "override the hidden size");
+  cmd->add_option("--n-layer", flags->n_layer, "override the layer count");
+  cmd->add_option("--n-head", flags->n_head, "override the head count");
+  cmd->add_option("--n-head-kv", flags->n_head_kv, "override the KV head count");
+  cmd->add_option("--n-ff", flags->n_ff, "override the FFN size");
+  cmd->callback([flags, &runner] { runner = [flags] { return run(*flags); }; });
+}
+
+}  // namespace bitnet::cli
