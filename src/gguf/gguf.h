@@ -35,7 +35,8 @@ struct Value {
   std::string_view str;                 // kString
   ValueType array_type = ValueType::kUint8;  // kArray: element type (nested arrays: kArray)
   uint64_t array_size = 0;              // kArray: element count
-  std::span<const uint8_t> array_bytes; // kArray of numbers/bools: the raw little-endian elements
+  std::span<const uint8_t> array_bytes; // kArray: the raw elements (numbers/bools: little-endian
+                                        // values; strings, nested arrays: their GGUF encoding)
   std::vector<std::string_view> array_strings;  // kArray of strings
 };
 
@@ -96,7 +97,9 @@ class File {
 };
 
 // Builds a GGUF file in memory and writes it. Keys keep insertion order; tensor data is
-// aligned to `alignment` (general.alignment is written when it is not 32).
+// aligned to `alignment` (general.alignment is written when it is not 32). Setting a key
+// again replaces its value in place. Tensor data is laid out in add order, each tensor
+// padded to the alignment (as gguf-py and ggml write it).
 class Writer {
  public:
   explicit Writer(uint32_t version = 3, uint64_t alignment = 32);
@@ -120,11 +123,26 @@ class Writer {
   Status write(const std::string& path) const;
 
  private:
-  struct Entry;
-  struct Tensor;
+  struct Entry {
+    std::string key;
+    ValueType type = ValueType::kUint8;
+    ValueType array_type = ValueType::kUint8;  // kArray only
+    std::vector<uint8_t> raw;           // scalar or numeric array elements, little-endian
+    std::vector<std::string> strings;   // kString: one; string array: all
+  };
+  struct Tensor {
+    std::string name;
+    GgmlType type = GgmlType::kF32;
+    std::vector<int64_t> ne;
+    std::vector<uint8_t> data;
+  };
+  void set(Entry entry);
+  // The alignment the data is laid out with: a valid general.alignment entry, else alignment_.
+  uint64_t layout_alignment() const;
+
   uint32_t version_;
   uint64_t alignment_;
-  std::vector<std::shared_ptr<Entry>> entries_;
+  std::vector<Entry> entries_;
   std::vector<Tensor> tensors_;
 };
 

@@ -49,9 +49,16 @@ struct GgmlTypeTraits {
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type_id);
 std::string_view ggml_type_name(GgmlType type);
 
-// Bytes of a tensor of `n_elems` elements of `type`, with overflow and block-divisibility checks.
-// I2_S is special-cased (n/4 + 32, n a multiple of 4): its owners declare block size 1 and
-// type size 1, so the generic n * block_bytes / block_elems is wrong for it.
+// Bytes of a tensor of `n_elems` elements of `type`, with overflow and block-divisibility checks
+// (at most 2^63 - 1 bytes). I2_S is special-cased (n/4 + 32, n a multiple of 4): its owners
+// declare block size 1 and type size 1, so the generic n * block_bytes / block_elems is wrong
+// for it. TL1 follows the same rule in the bitnet.cpp fork's ggml_nbytes; TL2 is unsupported
+// here because its size depends on the shape (see ggml_tensor_shape_n_bytes).
 Result<uint64_t> ggml_tensor_n_bytes(GgmlType type, int64_t n_elems);
+
+// Bytes of a tensor of shape `ne` (1 to 4 dims, ne[0] the row length): checks each dim is
+// non-negative, the element count does not overflow, rows are whole blocks, and sizes TL2,
+// whose byte count depends on ne[0] and ne[1] and not only on the element count.
+Result<uint64_t> ggml_tensor_shape_n_bytes(GgmlType type, std::span<const int64_t> ne);
 
 }  // namespace bitnet
