@@ -1,0 +1,245 @@
+#include "quant/quant.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/fp16.h"
+#include "quant/bytes.h"
+#include "quant/i2s.h"
+#include "quant/q8_0.h"
+#include "quant/tq.h"
+
+namespace bitnet::quant {
+namespace {
+
+bool is_tq(GgmlType type) { return type == GgmlType::kTQ1_0 || type == GgmlType::kTQ2_0; }
+
+// Elements the layout packs together: n (or a row) must be a multiple of it.
+int64_t layout_block(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0: return kQ8_0BlockElems;
+    case GgmlType::kTQ1_0:
+    case GgmlType::kTQ2_0: return kTqBlockElems;
+    case GgmlType::kI2_S: return kI2sGroupElems;
+    default: return 1;
+  }
+}
+
+// n against the type's layout: n >= 0, whole blocks, and I2_S needs at least one group
+// (its scale belongs to a non-empty tensor). bitnet.cpp's quantizer silently drops a partial
+// last group (its bytes stay 0, i.e. code 0 = -1), so a partial group is refused here.
+Status check_elems(GgmlType type, int64_t n) {
+  if (n < 0) return invalid_argument(fmt::format("negative element count {}", n));
+  const int64_t block = layout_block(type);
+  if (n % block != 0 || (type == GgmlType::kI2_S && n == 0)) {
+    return unsupported(fmt::format("{} needs a {}multiple of {} elements, got {}",
+                                   ggml_type_name(type), type == GgmlType::kI2_S ? "positive " : "",
+                                   block, n));
+  }
+  return Status::ok_status();
+}
+
+Result<uint64_t> expected_bytes(GgmlType type, int64_t n) {
+  BITNET_RETURN_IF_ERROR(check_elems(type, n));
+  return ggml_tensor_n_bytes(type, n);
+}
+
+Status check_src(GgmlType type, std::span<const uint8_t> src, int64_t n) {
+  BITNET_ASSIGN_OR_RETURN(const uint64_t want, expected_bytes(type, n));
+  if (src.size() != want) {
+    return invalid_argument(fmt::format("{} tensor of {} elements is {} bytes, got {}",
+                                        ggml_type_name(type), n, want, src.size()));
+  }
+  return Status::ok_status();
+}
+
+Status check_ternary(GgmlType type) {
+  if (!is_ternary(type)) {
+    return unsupported(fmt::format("{} is not a ternary type", ggml_type_name(type)));
+  }
+  return Status::ok_status();
+}
+
+Status check_finite(const float* x, int64_t n, GgmlType type) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) {
+      return invalid_argument(
+          fmt::format("cannot quantize {} to {}: element {}", x[i], ggml_type_name(type), i));
+    }
+  }
+  return Status::ok_status();
+}
+
+Status i2s_decode(std::span<const uint8_t> src, int64_t n, uint8_t* codes, float* scale) {
+  for (int64_t g = 0; g < n / kI2sGroupElems; ++g) {
+    uint8_t* cg = codes + g * kI2sGroupElems;
+    i2s_unpack_group(src.data() + g * kI2sGroupBytes, cg);
+    for (int64_t j = 0; j < kI2sGroupElems; ++j) {
+      if (cg[j] > 2) {
+        return corrupt_file(
+            fmt::format("I2_S code 3 (unused) at element {}", g * kI2sGroupElems + j));
+      }
+    }
+  }
+  *scale = load_f32(src.data() + n / 4);
+  return Status::ok_status();
+}
+
+Status i2s_dequantize(std::span<const uint8_t> src, int64_t n, float* dst) {
+  const float scale = load_f32(src.data() + n / 4);
+  uint8_t codes[kI2sGroupElems];
+  for (int64_t g = 0; g < n / kI2sGroupElems; ++g) {
+    i2s_unpack_group(src.data() + g * kI2sGroupBytes, codes);
+    for (int64_t j = 0; j < kI2sGroupElems; ++j) {
+      if (codes[j] > 2) {
+        return corrupt_file(
+            fmt::format("I2_S code 3 (unused) at element {}", g * kI2sGroupElems + j));
+      }
+      dst[g * kI2sGroupElems + j] = static_cast<float>(codes[j] - 1) * scale;
+    }
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+bool is_ternary(GgmlType type) { return type == GgmlType::kI2_S || is_tq(type); }
+
+bool can_dequantize(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+    case GgmlType::kI2_S:
+    case GgmlType::kTQ2_0:
+    case GgmlType::kTQ1_0: return true;
+    default: return false;
+  }
+}
+
+Status dequantize(GgmlType type, std::span<const uint8_t> src, int64_t n, float* dst) {
+  if (!can_dequantize(type)) {
+    return unsupported(fmt::format("cannot dequantize {}", ggml_type_name(type)));
+  }
+  BITNET_RETURN_IF_ERROR(check_src(type, src, n));
+  const uint8_t* p = src.data();
+  switch (type) {
+    case GgmlType::kF32:
+      if (n > 0) std::memcpy(dst, p, static_cast<size_t>(n) * sizeof(float));
+      return Status::ok_status();
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(p + 2 * i));
+      return Status::ok_status();
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(load_u16(p + 2 * i));
+      return Status::ok_status();
+    case GgmlType::kQ8_0:
+      for (int64_t b = 0; b < n / kQ8_0BlockElems; ++b) {
+        q8_0_dequantize_block(p + b * kQ8_0BlockBytes, dst + b * kQ8_0BlockElems);
+      }
+      return Status::ok_status();
+    case GgmlType::kI2_S: return i2s_dequantize(src, n, dst);
+    default: return tq_dequantize(type, p, n, dst);
+  }
+}
+
+int64_t ternary_scale_block(GgmlType type, int64_t n) {
+  if (type == GgmlType::kI2_S) return n;
+  return is_tq(type) ? kTqBlockElems : 0;
+}
+
+Status ternary_decode(GgmlType type, std::span<const uint8_t> src, int64_t n, uint8_t* codes,
+                      float* scales) {
+  BITNET_RETURN_IF_ERROR(check_ternary(type));
+  BITNET_RETURN_IF_ERROR(check_src(type, src, n));
+  if (type == GgmlType::kI2_S) return i2s_decode(src, n, codes, scales);
+  return tq_decode(type, src.data(), n, codes, scales);
+}
+
+Result<std::vector<uint8_t>> quantize(GgmlType type, const float* src, int64_t n_rows,
+                                      int64_t n_per_row) {
+  if (!can_dequantize(type)) {  // the same set of types both ways
+    return unsupported(fmt::format("cannot quantize to {}", ggml_type_name(type)));
+  }
+  if (n_rows < 0 || n_per_row < 0) {
+    return invalid_argument(fmt::format("negative shape {} x {}", n_rows, n_per_row));
+  }
+  if (n_per_row > 0 && n_rows > std::numeric_limits<int64_t>::max() / n_per_row) {
+    return invalid_argument(fmt::format("{} x {} elements overflow", n_rows, n_per_row));
+  }
+  const int64_t n = n_rows * n_per_row;
+  // Rows are whole blocks, as ggml requires: a row's bytes never share a block with the next.
+  if (n_per_row % layout_block(type) != 0) {
+    return unsupported(fmt::format("{} rows need a multiple of {} elements, got {}",
+                                   ggml_type_name(type), layout_block(type), n_per_row));
+  }
+  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, expected_bytes(type, n));
+  std::vector<uint8_t> dst(n_bytes);
+  uint8_t* out = dst.data();
+  switch (type) {
+    case GgmlType::kF32:
+      if (n > 0) std::memcpy(out, src, static_cast<size_t>(n) * sizeof(float));
+      break;
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) store_u16(out + 2 * i, fp32_to_fp16(src[i]));
+      break;
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) store_u16(out + 2 * i, fp32_to_bf16(src[i]));
+      break;
+    case GgmlType::kQ8_0:
+      BITNET_RETURN_IF_ERROR(check_finite(src, n, type));
+      for (int64_t b = 0; b < n / kQ8_0BlockElems; ++b) {
+        q8_0_quantize_block(src + b * kQ8_0BlockElems, out + b * kQ8_0BlockBytes);
+      }
+      break;
+    case GgmlType::kI2_S:
+      BITNET_RETURN_IF_ERROR(check_finite(src, n, type));
+      i2s_quantize(src, n, out);
+      break;
+    default:
+      BITNET_RETURN_IF_ERROR(check_finite(src, n, type));
+      tq_quantize(type, src, n, out);
+      break;
+  }
+  return dst;
+}
+
+Result<std::vector<uint8_t>> ternary_encode(GgmlType type, const uint8_t* codes,
+                                            const float* scales, int64_t n) {
+  BITNET_RETURN_IF_ERROR(check_ternary(type));
+  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, expected_bytes(type, n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (codes[i] > 2) {
+      return invalid_argument(
+          fmt::format("ternary code {} at element {} (want 0, 1 or 2)", codes[i], i));
+    }
+  }
+  const int64_t n_scales = type == GgmlType::kI2_S ? 1 : n / kTqBlockElems;
+  for (int64_t b = 0; b < n_scales; ++b) {
+    const float s = scales[b];
+    if (!std::isfinite(s) || s < 0.0f) {
+      return invalid_argument(fmt::format("scale {} of block {}: want finite and >= 0", s, b));
+    }
+    if (type != GgmlType::kI2_S && fp16_to_fp32(fp32_to_fp16(s)) != s) {
+      return invalid_argument(
+          fmt::format("scale {} of block {} is not exact in fp16 ({} would be stored)", s, b,
+                      fp16_to_fp32(fp32_to_fp16(s))));
+    }
+  }
+  std::vector<uint8_t> dst(n_bytes);
+  if (type == GgmlType::kI2_S) {
+    for (int64_t g = 0; g < n / kI2sGroupElems; ++g) {
+      i2s_pack_group(codes + g * kI2sGroupElems, dst.data() + g * kI2sGroupBytes);
+    }
+    store_f32(dst.data() + n / 4, scales[0]);  // the 28 pad bytes stay zero
+  } else {
+    tq_encode(type, codes, scales, n, dst.data());
+  }
+  return dst;
+}
+
+}  // namespace bitnet::quant

@@ -1,0 +1,46 @@
+// Weight formats: scalar reference encode/decode, bit-exact with the formats' owners
+// (ggml for Q8_0/TQ1_0/TQ2_0, bitnet.cpp for I2_S). Kernels of every backend are checked
+// against these. Layouts are recorded in the per-format headers (q8_0.h, tq1_0.h, tq2_0.h, i2s.h).
+//
+// Ternary "codes" are w + 1 in {0, 1, 2} (one byte per element); code 3 never appears in a
+// well-formed tensor and decoding one is a kCorruptFile Status.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "bitnet/status.h"
+#include "gguf/types.h"
+
+namespace bitnet::quant {
+
+bool is_ternary(GgmlType type);      // I2_S, TQ2_0, TQ1_0
+bool can_dequantize(GgmlType type);  // F32, F16, BF16, Q8_0, I2_S, TQ2_0, TQ1_0
+
+// Dequantizes n elements from src, which must hold exactly ggml_tensor_n_bytes(type, n) bytes,
+// into dst[n]. Block formats need n to be a multiple of the block (Q8_0: 32, TQ*: 256,
+// I2_S: 128 and n > 0); I2_S is one unit whose scale trails the codes.
+Status dequantize(GgmlType type, std::span<const uint8_t> src, int64_t n, float* dst);
+
+// Elements sharing one scale: I2_S the whole tensor (n), TQ2_0/TQ1_0 256 (their fp16 d),
+// 0 for a type that is not ternary.
+int64_t ternary_scale_block(GgmlType type, int64_t n);
+
+// codes[n] in {0,1,2}; scales[n / ternary_scale_block(type, n)] (TQ: fp16 d widened).
+Status ternary_decode(GgmlType type, std::span<const uint8_t> src, int64_t n, uint8_t* codes,
+                      float* scales);
+
+// The owners' reference quantizers: n_rows rows of n_per_row floats -> the type's bytes,
+// exactly as ggml's quantize_row_*_ref or bitnet.cpp's quantize_i2_s produce them (I2_S: one
+// scale for the whole tensor, see i2s.h for the rule). Non-finite inputs are an error for the
+// quantized types; F32/F16/BF16 carry them through.
+Result<std::vector<uint8_t>> quantize(GgmlType type, const float* src, int64_t n_rows,
+                                      int64_t n_per_row);
+
+// Packs codes[n] in {0,1,2} with scales as in ternary_decode (finite, >= 0; TQ scales must be
+// exact in fp16 so that decode(encode(x)) == x). I2_S's 28 trailer bytes are written as zeros.
+Result<std::vector<uint8_t>> ternary_encode(GgmlType type, const uint8_t* codes,
+                                            const float* scales, int64_t n);
+
+}  // namespace bitnet::quant
