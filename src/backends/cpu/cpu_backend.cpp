@@ -17,6 +17,15 @@ namespace bitnet::cpu {
 
 namespace {
 
+// Smallest useful piece of parallel work, in multiply-adds: below it, waking a worker costs
+// more than it saves (a tiny model's decode step is faster on one thread).
+constexpr int64_t kMinWorkPerChunk = 1 << 15;
+
+// Items per chunk so that each chunk holds at least kMinWorkPerChunk of work.
+int64_t min_chunk(int64_t work_per_item, int64_t floor = 1) {
+  return std::max(floor, kMinWorkPerChunk / std::max<int64_t>(1, work_per_item));
+}
+
 // One activation buffer. F32: f32[n_rows * n_cols]; Q8: i8 + per-row scale and sum.
 struct ActBuffer {
   std::vector<float> f32;
@@ -141,7 +150,7 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op,
       const float* g = weight(op.w).values.data();
       const float* x = f32(op.a);
       float* y = f32(op.dst);
-      pool_.parallel_for(d.n_rows, 1, [&](int64_t r0, int64_t r1) {
+      pool_.parallel_for(d.n_rows, min_chunk(d.n_cols), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) rms_norm_row(x + r * d.n_cols, g, d.n_cols, op.eps, y + r * d.n_cols);
       });
       kernels_used_.insert("rms_norm_scalar");
@@ -198,7 +207,7 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op,
       float* y = f32(op.dst);
       const auto fn = op.kind == hal::OpKind::kSiluMul ? silu_mul
                       : op.kind == hal::OpKind::kRelu2Mul ? relu2_mul : add;
-      pool_.parallel_for(d.n_rows * d.n_cols, 4096, [&](int64_t i0, int64_t i1) {
+      pool_.parallel_for(d.n_rows * d.n_cols, min_chunk(1), [&](int64_t i0, int64_t i1) {
         fn(a + i0, b + i0, i1 - i0, y + i0);
       });
       kernels_used_.insert(std::string(hal::op_name(op.kind)) + "_scalar");
@@ -221,13 +230,13 @@ void CpuBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
   const int64_t n_tokens = src.n_rows;
   if (src.type == hal::ActType::kQ8) {
     BITNET_CHECK(w.is_ternary());
-    pool_.parallel_for(w.n_rows, 16, [&](int64_t r0, int64_t r1) {
+    pool_.parallel_for(w.n_rows, min_chunk(w.n_cols * n_tokens, 16), [&](int64_t r0, int64_t r1) {
       matmul_ternary(w, x.i8.data(), x.scale.data(), n_tokens, y, r0, r1);
     });
     kernels_used_.insert("matmul_w2a8_scalar");
   } else {
     BITNET_CHECK(!w.is_ternary());
-    pool_.parallel_for(w.n_rows, 16, [&](int64_t r0, int64_t r1) {
+    pool_.parallel_for(w.n_rows, min_chunk(w.n_cols * n_tokens, 16), [&](int64_t r0, int64_t r1) {
       matmul_float(w, x.f32.data(), n_tokens, y, r0, r1);
     });
     kernels_used_.insert(fmt::format("matmul_{}_scalar", ggml_type_name(w.type)));
@@ -242,7 +251,8 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const int32_t group = p.n_head / p.n_head_kv;  // query heads per kv head (GQA)
   const float* k_cache = kv_row(k_cache_, op.il, 0);
   const float* v_cache = kv_row(v_cache_, op.il, 0);
-  pool_.parallel_for(graph.n_tokens * p.n_head, 1, [&](int64_t i0, int64_t i1) {
+  const int64_t work = (graph.pos0 + graph.n_tokens) * p.head_dim * 2;  // per (token, head), at most
+  pool_.parallel_for(graph.n_tokens * p.n_head, min_chunk(work), [&](int64_t i0, int64_t i1) {
     std::vector<float> scores(static_cast<size_t>(graph.pos0 + graph.n_tokens));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / p.n_head;
