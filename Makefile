@@ -10,7 +10,7 @@ PROMPT ?= Once upon a time
 N_PREDICT ?= 100
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev \
-	libcli11-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev python3
+	libcli11-dev libicu-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev python3
 
 .PHONY: all deps build run test clean
 

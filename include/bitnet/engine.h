@@ -22,9 +22,22 @@ namespace bitnet {
 struct EngineOptions {
   std::string model_path;
   std::string device = "auto";  // auto | cpu | gpu | cuda | hip | opencl | vulkan
+  std::string gpu_backend;      // narrows the GPU choice to one backend ("" = any)
+  int gpu_device = -1;          // narrows the GPU choice to one device index (-1 = any)
+  bool strict = false;          // no fallbacks, no fake devices, no suspicious weights
+  std::vector<std::string> fake_gpus;  // fake devices for selection tests (ignored when strict)
   int n_threads = 0;            // CPU threads; 0 = every hardware thread
   int64_t n_ctx = 0;            // context length; 0 = the model's own
   int64_t n_batch = 512;        // prompt tokens per forward step
+  // Receives one line per event worth telling (fallbacks, warnings); may be empty.
+  std::function<void(std::string_view)> log;
+};
+
+// A device that was tried and given up, and why.
+struct Fallback {
+  std::string from;    // device id, e.g. "opencl:pocl"
+  std::string to;      // the device used instead
+  std::string reason;
 };
 
 // What was loaded, for logs, `inspect` and receipts.
@@ -62,12 +75,19 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const ModelSummary& model() const;
-  // "requested=auto detected=[cpu] selected=cpu-scalar"
+  // "requested=auto detected=[cpu-scalar,opencl:pocl] selected=cpu-scalar"
   std::string device_summary() const;
-  std::string backend_name() const;
+  std::string backend_name() const;   // the selected device's id
+  std::string device_name() const;    // its description
   int n_threads() const;
   int64_t n_ctx() const;
   std::vector<std::string> kernels_used() const;
+  std::vector<Fallback> fallbacks() const;
+  std::vector<std::string> warnings() const;  // e.g. suspicious weights outside strict mode
+
+  // A JSON receipt of what really ran (schema in docs/design.md): request and selection,
+  // backend and device, kernels, fallbacks, model (with the file's SHA-256), tokens, timings.
+  Result<std::string> receipt_json(const GenerateStats& stats) const;
 
   // Tokenizer.
   std::vector<int32_t> tokenize(std::string_view text, bool add_bos, bool parse_special) const;

@@ -21,6 +21,9 @@ enum class StatusCode : int {
   kUnsupported,      // well-formed but not handled (type, architecture, shape)
   kOutOfRange,       // a limit was reached (context full, too many tokens)
   kOutOfMemory,
+  kDeviceLost,       // a device stopped answering (driver reset, lost context)
+  kUnavailable,      // a backend or device is not present here (no driver, no device)
+  kSuspiciousWeights,  // strict mode: weight statistics out of range (CLI exit code 8)
   kInternal,         // a bug: an invariant of ours does not hold
 };
 
@@ -54,6 +57,9 @@ inline Status corrupt_file(std::string m) { return {StatusCode::kCorruptFile, st
 inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
 inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status out_of_memory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
+inline Status device_lost(std::string m) { return {StatusCode::kDeviceLost, std::move(m)}; }
+inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status suspicious_weights(std::string m) { return {StatusCode::kSuspiciousWeights, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // A value or the Status that explains why there is none.

@@ -12,6 +12,9 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kUnsupported: return "unsupported";
     case StatusCode::kOutOfRange: return "out of range";
     case StatusCode::kOutOfMemory: return "out of memory";
+    case StatusCode::kDeviceLost: return "device lost";
+    case StatusCode::kUnavailable: return "unavailable";
+    case StatusCode::kSuspiciousWeights: return "suspicious weights";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

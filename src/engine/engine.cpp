@@ -1,29 +1,30 @@
 #include "bitnet/engine.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <map>
 
+#include "engine/engine_impl.h"
 #include "engine/summary.h"
 #include "gguf/gguf.h"
 #include "hal/registry.h"
+#include "hal/selection.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/tokenizer/tokenizer.h"
+#include "model/weight_check.h"
 
 namespace bitnet {
 
-struct Engine::Impl {
-  gguf::File file;
-  Model model;
-  std::optional<Tokenizer> tokenizer;  // engaged once loaded
-  hal::Selection selection;
-  ModelSummary summary;
-  int64_t n_ctx = 0;
-  int64_t n_batch = 512;
-  int64_t n_past = 0;
-};
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
 
 ModelSummary summarize_model(const Model& m) {
   const ModelConfig& c = m.config();
@@ -52,14 +53,6 @@ ModelSummary summarize_model(const Model& m) {
   return s;
 }
 
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
-
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
@@ -67,6 +60,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   if (options.n_ctx < 0) return invalid_argument("context length must not be negative");
   if (options.n_batch <= 0) return invalid_argument("batch size must be positive");
   auto impl = std::make_unique<Impl>();
+  impl->options = options;
   const std::string& path = options.model_path;
   BITNET_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
   auto model = Model::from_gguf(impl->file);
@@ -83,20 +77,53 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   impl->n_ctx = options.n_ctx > 0 ? options.n_ctx : c.n_ctx_train;
   impl->n_batch = options.n_batch;
 
-  BITNET_ASSIGN_OR_RETURN(impl->selection, hal::select_backend({options.device, options.n_threads}));
-  hal::Backend& backend = *impl->selection.backend;
-  BITNET_RETURN_IF_ERROR(backend.load_weights(impl->model.weight_table()).with_context(path));
-  BITNET_RETURN_IF_ERROR(backend.init_kv({static_cast<int32_t>(c.n_layer), impl->n_ctx, c.n_embd_kv()}));
+  for (const std::string& w : find_suspicious_weights(impl->model)) {
+    if (options.strict) return suspicious_weights(fmt::format("{}: {} (strict mode)", path, w));
+    impl->warnings.push_back("suspicious weight " + w);
+    impl->log("warning: suspicious weight " + w);
+  }
+
+  hal::ProbeOptions probe_options;
+  if (!options.strict) probe_options.fake_gpus = options.fake_gpus;  // strict ignores fakes
+  const std::vector<hal::BackendProbe> probes = hal::probe_backends(probe_options);
+  BITNET_ASSIGN_OR_RETURN(impl->plan, hal::plan_selection(probes, {options.device, options.gpu_backend,
+                                                                   options.gpu_device, options.strict}));
+  if (options.device != "auto" && options.device != "cpu") {
+    for (const std::string& note : impl->plan.notes) impl->log("note: " + note);
+  }
+  // Candidates in order; strict mode takes the first or nothing.
+  Status last;
+  bool started = false;
+  for (size_t i = 0; i < impl->plan.candidates.size() && !started; ++i) {
+    last = impl->start_device(i);
+    started = last.ok();
+    if (!started) {
+      const std::string& id = impl->plan.candidates[i].id;
+      if (options.strict) return last.with_context(fmt::format("{}: strict mode forbids falling back", id));
+      impl->fallbacks.push_back({id, "", last.to_string()});
+    }
+  }
+  if (!started) return last.with_context(path);
+  for (Fallback& f : impl->fallbacks) {
+    f.to = impl->device().id;
+    impl->log(fmt::format("fallback: {} -> {}: {}", f.from, f.to, f.reason));
+  }
   impl->summary = summarize_model(impl->model);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 const ModelSummary& Engine::model() const { return impl_->summary; }
-std::string Engine::device_summary() const { return impl_->selection.summary(); }
-std::string Engine::backend_name() const { return impl_->selection.selected; }
-int Engine::n_threads() const { return impl_->selection.backend->info().n_threads; }
+std::string Engine::device_summary() const {
+  return fmt::format("requested={} detected=[{}] selected={}", impl_->options.device,
+                     fmt::join(impl_->plan.detected, ","), impl_->device().id);
+}
+std::string Engine::backend_name() const { return impl_->device().id; }
+std::string Engine::device_name() const { return impl_->backend->info().device; }
+int Engine::n_threads() const { return impl_->backend->info().n_threads; }
 int64_t Engine::n_ctx() const { return impl_->n_ctx; }
-std::vector<std::string> Engine::kernels_used() const { return impl_->selection.backend->kernels_used(); }
+std::vector<std::string> Engine::kernels_used() const { return impl_->backend->kernels_used(); }
+std::vector<Fallback> Engine::fallbacks() const { return impl_->fallbacks; }
+std::vector<std::string> Engine::warnings() const { return impl_->warnings; }
 
 std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
   return impl_->tokenizer->encode(text, add_bos, parse_special);
@@ -107,16 +134,16 @@ bool Engine::add_bos_default() const { return impl_->tokenizer->add_bos_default(
 std::optional<int32_t> Engine::bos_id() const { return impl_->tokenizer->bos_id(); }
 bool Engine::is_end_of_generation(int32_t id) const { return impl_->tokenizer->is_end_of_generation(id); }
 int64_t Engine::n_vocab() const { return impl_->model.config().n_vocab; }
-int64_t Engine::n_past() const { return impl_->n_past; }
-void Engine::reset() { impl_->n_past = 0; }
+int64_t Engine::n_past() const { return static_cast<int64_t>(impl_->history.size()); }
+void Engine::reset() { impl_->history.clear(); }
 
 Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool all_logits) {
   Impl& m = *impl_;
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return invalid_argument("no tokens to evaluate");
-  if (m.n_past + n > m.n_ctx) {
+  if (n_past() + n > m.n_ctx) {
     return out_of_range(fmt::format("{} tokens after {} exceed the context length {} (raise -c)",
-                                    n, m.n_past, m.n_ctx));
+                                    n, n_past(), m.n_ctx));
   }
   const int64_t n_vocab = m.model.config().n_vocab;
   for (int32_t id : tokens) {
@@ -124,17 +151,8 @@ Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool al
       return invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1));
     }
   }
-  std::vector<float> logits(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
-  for (int64_t i0 = 0; i0 < n; i0 += m.n_batch) {
-    const int64_t n_chunk = std::min(m.n_batch, n - i0);
-    const LogitRows rows = all_logits ? LogitRows::kAll : LogitRows::kLast;
-    const hal::Graph graph = m.model.build_graph(n_chunk, m.n_past, rows);
-    std::span<float> out = all_logits
-        ? std::span<float>(logits).subspan(static_cast<size_t>(i0 * n_vocab), static_cast<size_t>(n_chunk * n_vocab))
-        : std::span<float>(logits);
-    BITNET_RETURN_IF_ERROR(m.selection.backend->compute(graph, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(n_chunk)), out));
-    m.n_past += n_chunk;
-  }
+  std::vector<float> logits;
+  BITNET_RETURN_IF_ERROR(m.run(tokens, all_logits, logits));
   return logits;
 }
 

@@ -21,9 +21,19 @@ struct KvShape {
 
 // What a backend reports about itself for logs and receipts.
 struct BackendInfo {
-  std::string name;    // "cpu-scalar", ...
+  std::string name;    // "cpu-scalar", "opencl:pocl", ...
   std::string device;  // human-readable device description
   int n_threads = 1;
+};
+
+// Counters for logs and receipts (device memory backends fill the buffer-pool fields).
+struct BackendStats {
+  uint64_t weight_bytes = 0;        // resident weights
+  uint64_t kv_bytes = 0;            // KV cache
+  uint64_t pool_allocations = 0;    // buffers created by the pool
+  uint64_t pool_reuses = 0;         // requests served from the pool's free list
+  uint64_t pool_bytes = 0;          // bytes currently held by the pool
+  uint64_t pool_peak_bytes = 0;
 };
 
 class Backend {
@@ -42,6 +52,11 @@ class Backend {
                          std::span<float> logits) = 0;
   // Names of the kernels that have run so far (for receipts), e.g. "matmul_w2a8_scalar".
   virtual std::vector<std::string> kernels_used() const = 0;
+
+  virtual BackendStats stats() const { return {}; }
+  // Frees scratch memory (activation buffers, pooled buffers) after an out-of-memory error;
+  // weights and the KV cache stay. The next compute() allocates what it needs again.
+  virtual void release_scratch() {}
 };
 
 }  // namespace bitnet::hal

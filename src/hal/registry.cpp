@@ -1,37 +1,133 @@
 #include "hal/registry.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
+
+#include <unistd.h>
+
+#include <thread>
 
 #include "backends/cpu/cpu_backend.h"
+#include "core/cpu_features.h"
+#if BITNET_HAVE_OPENCL
+#include "backends/opencl/cl_backend.h"
+#endif
+#if BITNET_HAVE_VULKAN
+#include "backends/vulkan/vk_backend.h"
+#endif
+#if BITNET_HAVE_CUDA
+#include "backends/cuda/cuda_probe.h"
+#endif
 
 namespace bitnet::hal {
 
-std::vector<std::string> compiled_backends() { return {"cpu"}; }
+namespace {
 
-std::string Selection::summary() const {
-  return fmt::format("requested={} detected=[{}] selected={}", requested,
-                     fmt::join(detected, ","), selected);
+BackendProbe probe_cpu() {
+  const CpuFeatures f = detect_cpu_features();
+  DeviceInfo d;
+  d.backend = "cpu";
+  // The kernels that run are the scalar reference ones whatever the ISA offers; SIMD
+  // kernels (and ids such as cpu-avx2) arrive with the SIMD issue.
+  d.id = "cpu-scalar";
+  d.name = f.model_name;
+  d.vendor = "host";
+  d.compute_units = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_size > 0) d.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  d.features = f.names();
+  return {"cpu", true, true, "", {d}};
 }
 
-Result<Selection> select_backend(const BackendRequest& request) {
-  static constexpr std::string_view kKnown[] = {"auto", "cpu", "gpu", "cuda", "hip", "opencl", "vulkan"};
-  bool known = false;
-  for (std::string_view k : kKnown) known = known || request.device == k;
-  if (!known) {
-    return invalid_argument(fmt::format(
-        "unknown device '{}' (expected auto, cpu, gpu, cuda, hip, opencl or vulkan)", request.device));
+BackendProbe not_compiled(const std::string& backend) {
+  BackendProbe p;
+  p.backend = backend;
+  p.reason = "not compiled into this build";
+  return p;
+}
+
+void add_fakes(std::vector<BackendProbe>& probes, const std::vector<std::string>& fakes) {
+  int n = 0;
+  for (std::string name : fakes) {
+    if (name == "rocm") name = "hip";
+    for (BackendProbe& p : probes) {
+      if (p.backend != name) continue;
+      DeviceInfo d;
+      d.backend = name;
+      d.index = static_cast<int>(p.devices.size());
+      d.id = fmt::format("{}:fake{}", name, n++);
+      d.name = fmt::format("fake {} GPU (BITNET_GPU_FAKE)", name);
+      d.vendor = "fake";
+      d.memory_bytes = uint64_t{16} << 30;
+      d.compute_units = 80;
+      d.is_gpu = true;
+      d.is_fake = true;
+      if (name == "cuda") {
+        d.compute_capability = "8.0";
+        d.sm_count = 80;
+      }
+      p.devices.push_back(std::move(d));
+    }
   }
-  if (request.device != "auto" && request.device != "cpu") {
-    return unsupported(fmt::format("device '{}' is not compiled into this build (available: {})",
-                                   request.device, fmt::join(compiled_backends(), ", ")));
-  }
-  Selection s;
-  s.backend = cpu::make_cpu_backend({request.n_threads});
-  s.requested = request.device;
-  s.detected = {"cpu"};
-  s.selected = s.backend->info().name;
-  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> compiled_backends() {
+  std::vector<std::string> b = {"cpu"};
+#if BITNET_HAVE_CUDA
+  b.emplace_back("cuda");
+#endif
+#if BITNET_HAVE_VULKAN
+  b.emplace_back("vulkan");
+#endif
+#if BITNET_HAVE_OPENCL
+  b.emplace_back("opencl");
+#endif
+  return b;
+}
+
+std::vector<BackendProbe> probe_backends(const ProbeOptions& options) {
+  std::vector<BackendProbe> probes;
+  probes.push_back(probe_cpu());
+#if BITNET_HAVE_CUDA
+  probes.push_back(cuda::probe());
+#else
+  probes.push_back(not_compiled("cuda"));
+#endif
+  probes.push_back(not_compiled("hip"));
+#if BITNET_HAVE_VULKAN
+  probes.push_back(vulkan::probe());
+#else
+  probes.push_back(not_compiled("vulkan"));
+#endif
+#if BITNET_HAVE_OPENCL
+  probes.push_back(opencl::probe());
+#else
+  probes.push_back(not_compiled("opencl"));
+#endif
+  add_fakes(probes, options.fake_gpus);
+  return probes;
+}
+
+Result<std::unique_ptr<Backend>> create_backend(const DeviceInfo& device, int n_threads) {
+  if (device.is_fake) return unavailable(fmt::format("{} is a fake device (BITNET_GPU_FAKE) and cannot run", device.id));
+  if (device.backend == "cpu") return cpu::make_cpu_backend({n_threads});
+#if BITNET_HAVE_OPENCL
+  if (device.backend == "opencl") return opencl::make_backend(device.index);
+#endif
+#if BITNET_HAVE_VULKAN
+  if (device.backend == "vulkan") return vulkan::make_backend(device.index);
+#endif
+  return unavailable(fmt::format("backend {} cannot run in this build", device.backend));
 }
 
 }  // namespace bitnet::hal
+
+namespace bitnet {
+
+std::vector<BackendDescription> list_devices(const std::vector<std::string>& fake_gpus) {
+  return hal::probe_backends({fake_gpus});
+}
+
+}  // namespace bitnet

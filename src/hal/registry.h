@@ -1,5 +1,5 @@
-// The only place that knows which backends were compiled in. Resolves a device request
-// ("auto", "cpu", ...) to a backend; GPU backends and the probe arrive with later issues.
+// The only place that knows which backends were compiled in: probes them, makes fakes for
+// tests of selection, and creates a backend for a chosen device.
 #pragma once
 
 #include <memory>
@@ -8,25 +8,23 @@
 
 #include "bitnet/status.h"
 #include "hal/backend.h"
+#include "hal/device.h"
 
 namespace bitnet::hal {
 
-struct BackendRequest {
-  std::string device = "auto";  // auto | cpu | gpu | cuda | hip | opencl | vulkan
-  int n_threads = 0;            // CPU threads; 0 = all hardware threads
+struct ProbeOptions {
+  // Fake GPU backends to add ("cuda", "rocm"/"hip", "opencl", "vulkan"), for tests of the
+  // selection logic; a fake device is listed and selectable but cannot run.
+  std::vector<std::string> fake_gpus;
 };
 
-// Backends compiled into this build, e.g. {"cpu"}.
+// Every backend this build knows, compiled in or not, with its devices (the CPU first).
+std::vector<BackendProbe> probe_backends(const ProbeOptions& options);
+
+// Names of the backends compiled into this build, e.g. {"cpu", "opencl", "vulkan"}.
 std::vector<std::string> compiled_backends();
 
-struct Selection {
-  std::unique_ptr<Backend> backend;
-  std::string requested;
-  std::vector<std::string> detected;
-  std::string selected;
-  std::string summary() const;  // "requested=auto detected=[cpu] selected=cpu-scalar"
-};
-
-Result<Selection> select_backend(const BackendRequest& request);
+// A backend on `device` (from probe_backends). Fake devices are kUnavailable.
+Result<std::unique_ptr<Backend>> create_backend(const DeviceInfo& device, int n_threads);
 
 }  // namespace bitnet::hal

@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "golden_util.h"
 
@@ -93,7 +96,8 @@ TEST(Cli, SynthesizedModelRunsInEveryWeightType) {
     const Output o = run_cli("run -m " + model.string() + " -p hello -n 8 --temp 0 -t 2");
     EXPECT_EQ(o.exit_code, 0) << type << ": " << o.err;
     EXPECT_NE(o.err.find("generated: 8 tokens"), std::string::npos) << o.err;
-    EXPECT_NE(o.err.find("requested=auto detected=[cpu] selected=cpu-scalar"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("requested=auto detected=[cpu-scalar"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("selected=cpu-scalar"), std::string::npos) << o.err;
   }
 }
 
@@ -176,7 +180,6 @@ TEST(Cli, WrongFlags) {
   expect_clean_error(run_cli("frobnicate"), "frobnicate");
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
   expect_clean_error(run_cli("run -m " + model.string() + " --device tpu"), "unknown device 'tpu'");
-  expect_clean_error(run_cli("run -m " + model.string() + " --device cuda"), "not compiled");
   expect_clean_error(run_cli("run -m " + model.string() + " --top-p 2"), "top-p");
   expect_clean_error(run_cli("logits -m " + model.string() + " --ids 1,99999 -o " + (temp_dir() / "l.f32").string()), "outside the vocabulary");
 }
@@ -216,6 +219,113 @@ TEST(Cli, InspectShowsArchitectureAndTensors) {
   EXPECT_NE(o.out.find("ffn relu2"), std::string::npos);
   EXPECT_NE(o.out.find("blk.1.ffn_down.weight"), std::string::npos);
   EXPECT_NE(o.out.find("i2_s"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bitnet
+
+namespace bitnet {
+namespace {
+
+TEST(CliDevices, ListsEveryBackendAsTextAndJson) {
+  const Output text = run_cli("devices");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* b : {"cpu: available", "cuda:", "hip:", "vulkan:", "opencl:"}) {
+    EXPECT_NE(text.out.find(b), std::string::npos) << b << " in " << text.out;
+  }
+  const Output json = run_cli("devices --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  ASSERT_TRUE(j.is_array());
+  EXPECT_EQ(j[0]["backend"], "cpu");
+  EXPECT_EQ(j[0]["devices"][0]["id"], "cpu-scalar");
+  for (const auto& b : j) {
+    if (!b["available"].get<bool>()) EXPECT_FALSE(b["reason"].get<std::string>().empty()) << b.dump();
+  }
+}
+
+TEST(CliDevices, FakeGpusAreSelectedThenFallBackAndStrictIgnoresThem) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  setenv("BITNET_GPU_FAKE", "cuda,rocm", 1);
+  const Output faked = run_cli("run -m " + model.string() + " -p hi -n 2 --temp 0");
+  const Output listed = run_cli("devices");
+  setenv("BITNET_STRICT_MODE", "1", 1);
+  const Output strict = run_cli("run -m " + model.string() + " -p hi -n 2 --temp 0");
+  unsetenv("BITNET_STRICT_MODE");
+  unsetenv("BITNET_GPU_FAKE");
+  ASSERT_EQ(faked.exit_code, 0) << faked.err;
+  EXPECT_NE(faked.err.find("detected=[cpu-scalar"), std::string::npos) << faked.err;
+  EXPECT_NE(faked.err.find("cuda:fake0"), std::string::npos) << faked.err;
+  EXPECT_NE(faked.err.find("fallback: cuda:fake0 -> cpu-scalar"), std::string::npos) << faked.err;
+  EXPECT_NE(faked.err.find("selected=cpu-scalar"), std::string::npos) << faked.err;
+  EXPECT_NE(listed.out.find("(fake)"), std::string::npos) << listed.out;
+  ASSERT_EQ(strict.exit_code, 0) << strict.err;
+  EXPECT_EQ(strict.err.find("fake"), std::string::npos) << strict.err;
+  EXPECT_NE(strict.err.find(" strict"), std::string::npos) << strict.err;
+}
+
+TEST(CliDevices, DeviceFlagEnvironmentAndStrictMode) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  setenv("BITNET_DEVICE", "cpu", 1);
+  const Output from_env = run_cli("run -m " + model.string() + " -p hi -n 2 --temp 0");
+  unsetenv("BITNET_DEVICE");
+  ASSERT_EQ(from_env.exit_code, 0) << from_env.err;
+  EXPECT_NE(from_env.err.find("requested=cpu "), std::string::npos) << from_env.err;
+
+  // An unavailable device falls back to the CPU with the reason logged ...
+  const Output cuda = run_cli("run -m " + model.string() + " -p hi -n 2 --temp 0 --device cuda");
+  ASSERT_EQ(cuda.exit_code, 0) << cuda.err;
+  EXPECT_NE(cuda.err.find("note: no cuda device"), std::string::npos) << cuda.err;
+  EXPECT_NE(cuda.err.find("selected=cpu-scalar"), std::string::npos) << cuda.err;
+  // ... and is an error in strict mode.
+  setenv("BITNET_STRICT_MODE", "1", 1);
+  const Output strict = run_cli("run -m " + model.string() + " -p hi -n 2 --temp 0 --device cuda");
+  unsetenv("BITNET_STRICT_MODE");
+  expect_clean_error(strict, "strict mode");
+  setenv("BITNET_GPU_DEVICE", "abc", 1);
+  const Output bad_index = run_cli("run -m " + model.string() + " -p hi -n 2");
+  unsetenv("BITNET_GPU_DEVICE");
+  expect_clean_error(bad_index, "BITNET_GPU_DEVICE");
+}
+
+TEST(CliDevices, SuspiciousWeightsWarnOrFailWithExitCode8) {
+  // A norm of 256 zeros (the synthetic model's norms are all 1.0f).
+  const std::string ones = [] {
+    std::string s;
+    for (int i = 0; i < 256; ++i) s += std::string("\x00\x00\x80\x3f", 4);
+    return s;
+  }();
+  const fs::path p = patched(synth("tiny-f32.gguf", "f32"), "zero-norm.gguf", ones, std::string(ones.size(), '\0'));
+  const Output warn = run_cli("run -m " + p.string() + " -p hi -n 2 --temp 0");
+  ASSERT_EQ(warn.exit_code, 0) << warn.err;
+  EXPECT_NE(warn.err.find("warning: suspicious weight"), std::string::npos) << warn.err;
+  setenv("BITNET_STRICT_MODE", "1", 1);
+  const Output strict = run_cli("run -m " + p.string() + " -p hi -n 2 --temp 0");
+  unsetenv("BITNET_STRICT_MODE");
+  EXPECT_EQ(strict.exit_code, 8) << strict.err;
+  EXPECT_NE(strict.err.find("error: suspicious weights"), std::string::npos) << strict.err;
+}
+
+TEST(CliDevices, ReceiptRecordsWhatRan) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const fs::path receipt = temp_dir() / "receipt.json";
+  const Output o = run_cli("run -m " + model.string() + " -p hello -n 5 --temp 0 --receipt " + receipt.string());
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(slurp(receipt));
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["compute_path"], "real");
+  EXPECT_EQ(j["request"]["device"], "auto");
+  EXPECT_EQ(j["selected"], "cpu-scalar");
+  EXPECT_EQ(j["backend"]["backend"], "cpu");
+  EXPECT_EQ(j["tokens"]["generated"], 5);
+  EXPECT_GT(j["tokens"]["prompt"].get<int>(), 0);
+  EXPECT_EQ(j["model"]["architecture"], "bitnet-b1.58");
+  EXPECT_EQ(j["model"]["file_sha256"].get<std::string>().size(), 64u);
+  EXPECT_NE(j["model"]["weight_types"].get<std::string>().find("i2_s"), std::string::npos);
+  const auto kernels = j["kernels"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(kernels.begin(), kernels.end(), "matmul_w2a8_scalar"), kernels.end()) << j["kernels"].dump();
+  EXPECT_TRUE(j["fallbacks"].empty());
+  EXPECT_GE(j["timings"]["generate_tokens_per_second"].get<double>(), 0.0);
 }
 
 }  // namespace

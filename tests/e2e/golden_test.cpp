@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bitnet/devices.h"
 #include "bitnet/engine.h"
 #include "golden_util.h"
 
@@ -24,27 +25,44 @@ struct GoldenCase {
 
 void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.model; }
 
-class GoldenLogitsTest : public testing::TestWithParam<GoldenCase> {};
+class GoldenLogitsTest : public testing::TestWithParam<std::tuple<GoldenCase, const char*>> {};
 
-std::unique_ptr<Engine> load_or_skip(const std::filesystem::path& path, int64_t n_ctx = 0) {
+// Why `device` cannot run here ("" when it can).
+std::string unavailable_reason(const std::string& device) {
+  if (device == "cpu") return "";
+  for (const BackendDescription& b : list_devices({})) {
+    if (b.backend == device) return b.available ? "" : (b.compiled ? b.reason : "not compiled in");
+  }
+  return "unknown backend";
+}
+
+// Strict mode: a device that fails is an error, never a silent fallback to the CPU.
+std::unique_ptr<Engine> load_on(const std::filesystem::path& path, const std::string& device, int64_t n_ctx = 0) {
   EngineOptions o;
   o.model_path = path.string();
-  o.device = "cpu";
+  o.device = device;
+  o.strict = true;
   o.n_ctx = n_ctx;
   auto engine = Engine::load(o);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  return engine.ok() ? std::move(engine).value() : nullptr;
+  if (!engine.ok()) return nullptr;
+  EXPECT_EQ((*engine)->backend_name().rfind(device, 0), 0u) << (*engine)->backend_name();
+  return std::move(engine).value();
 }
 
+const char* const kDevices[] = {"cpu", "opencl", "vulkan"};
+
 TEST_P(GoldenLogitsTest, MatchesReferenceEngine) {
-  const GoldenCase& c = GetParam();
+  const GoldenCase& c = std::get<0>(GetParam());
+  const std::string device = std::get<1>(GetParam());
+  if (const std::string why = unavailable_reason(device); !why.empty()) GTEST_SKIP() << device << ": " << why;
   const auto model_path = shared_dir() / c.model;
   if (!std::filesystem::exists(model_path)) GTEST_SKIP() << "missing test data: " << model_path;
   test::GoldenLogits golden;
   std::string error;
   if (!test::read_golden(shared_dir() / "golden" / c.logits, golden, error)) GTEST_SKIP() << "missing test data: " << error;
 
-  auto engine = load_or_skip(model_path, 512);
+  auto engine = load_on(model_path, device, 512);
   ASSERT_NE(engine, nullptr);
   ASSERT_EQ(engine->n_vocab(), golden.n_vocab);
   auto logits = engine->eval(golden.ids, /*all_logits=*/true);
@@ -52,7 +70,7 @@ TEST_P(GoldenLogitsTest, MatchesReferenceEngine) {
   const test::LogitStats s = test::compare_logits(*logits, golden.logits, golden.n_vocab);
   RecordProperty("max_abs_diff", std::to_string(s.max_abs_diff));
   RecordProperty("mean_abs_diff", std::to_string(s.mean_abs_diff));
-  std::printf("%s: max|diff| %.5f mean|diff| %.5f min corr %.6f argmax agreement %.3f\n", c.model,
+  std::printf("%s on %s: max|diff| %.5f mean|diff| %.5f min corr %.6f argmax agreement %.3f\n", c.model, device.c_str(),
               s.max_abs_diff, s.mean_abs_diff, s.min_row_correlation, s.argmax_agreement);
   if (c.max_abs_diff >= 0) EXPECT_LE(s.max_abs_diff, c.max_abs_diff);
   EXPECT_LE(s.mean_abs_diff, c.mean_abs_diff);
@@ -61,15 +79,16 @@ TEST_P(GoldenLogitsTest, MatchesReferenceEngine) {
 
 INSTANTIATE_TEST_SUITE_P(
     Golden, GoldenLogitsTest,
-    testing::Values(
+    testing::Combine(testing::Values(
         GoldenCase{"models/stories260K-v1.gguf", "llamacpp/stories260K", 0.05, 0.005, 0.999},
         GoldenCase{"golden/llamacpp/tiny-bitnet-f32.gguf", "llamacpp/tiny-bitnet-f32", -1, 0.08, 0.999},
         GoldenCase{"golden/llamacpp/tiny-bitnet-tq2_0.gguf", "llamacpp/tiny-bitnet-tq2_0", -1, 0.08, 0.999},
         GoldenCase{"golden/llamacpp/tiny-bitnet-tq1_0.gguf", "llamacpp/tiny-bitnet-tq1_0", -1, 0.08, 0.999},
         GoldenCase{"golden/bitnetcpp/tiny-bitnet-i2_s.gguf", "bitnetcpp/tiny-bitnet-i2_s", -1, 0.08, 0.999},
         GoldenCase{"golden/ik_llama/tiny-b158-f32.gguf", "ik_llama/tiny-b158-f32", -1, 0.08, 0.999}),
-    [](const testing::TestParamInfo<GoldenCase>& info) {
-      std::string name = std::filesystem::path(info.param.logits).filename().string();
+        testing::ValuesIn(kDevices)),
+    [](const testing::TestParamInfo<std::tuple<GoldenCase, const char*>>& info) {
+      std::string name = std::filesystem::path(std::get<0>(info.param).logits).filename().string() + "_" + std::get<1>(info.param);
       for (char& ch : name) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return name;
     });
@@ -81,10 +100,12 @@ struct PerplexityCase {
 
 void PrintTo(const PerplexityCase& c, std::ostream* os) { *os << c.model; }
 
-class GoldenPerplexityTest : public testing::TestWithParam<PerplexityCase> {};
+class GoldenPerplexityTest : public testing::TestWithParam<std::tuple<PerplexityCase, const char*>> {};
 
 TEST_P(GoldenPerplexityTest, WithinOnePercentOfLlamaCpp) {
-  const PerplexityCase& c = GetParam();
+  const PerplexityCase& c = std::get<0>(GetParam());
+  const std::string device = std::get<1>(GetParam());
+  if (const std::string why = unavailable_reason(device); !why.empty()) GTEST_SKIP() << device << ": " << why;
   const auto model_path = shared_dir() / c.model;
   const auto text_path = shared_dir() / "golden/llamacpp/story.txt";
   if (!std::filesystem::exists(model_path) || !std::filesystem::exists(text_path)) {
@@ -93,31 +114,36 @@ TEST_P(GoldenPerplexityTest, WithinOnePercentOfLlamaCpp) {
   std::ifstream in(text_path);
   std::stringstream text;
   text << in.rdbuf();
-  auto engine = load_or_skip(model_path, 128);
+  auto engine = load_on(model_path, device, 128);
   ASSERT_NE(engine, nullptr);
   auto r = perplexity(*engine, text.str(), 128, nullptr);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  std::printf("%s: PPL %.4f (llama.cpp %.4f), %lld chunks\n", c.model, r->ppl, c.expected,
+  std::printf("%s on %s: PPL %.4f (llama.cpp %.4f), %lld chunks\n", c.model, device.c_str(), r->ppl, c.expected,
               static_cast<long long>(r->n_chunks));
   EXPECT_NEAR(r->ppl, c.expected, 0.01 * c.expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Golden, GoldenPerplexityTest,
-    testing::Values(PerplexityCase{"models/stories260K-v1.gguf", 3.3009},
-                    PerplexityCase{"golden/llamacpp/tiny-bitnet-f32.gguf", 6707.13},
-                    PerplexityCase{"golden/llamacpp/tiny-bitnet-tq2_0.gguf", 6695.68},
-                    PerplexityCase{"golden/llamacpp/tiny-bitnet-tq1_0.gguf", 6695.68}),
-    [](const testing::TestParamInfo<PerplexityCase>& info) {
-      std::string name = std::filesystem::path(info.param.model).stem().string();
+    testing::Combine(testing::Values(PerplexityCase{"models/stories260K-v1.gguf", 3.3009},
+                                     PerplexityCase{"golden/llamacpp/tiny-bitnet-f32.gguf", 6707.13},
+                                     PerplexityCase{"golden/llamacpp/tiny-bitnet-tq2_0.gguf", 6695.68},
+                                     PerplexityCase{"golden/llamacpp/tiny-bitnet-tq1_0.gguf", 6695.68}),
+                     testing::ValuesIn(kDevices)),
+    [](const testing::TestParamInfo<std::tuple<PerplexityCase, const char*>>& info) {
+      std::string name = std::filesystem::path(std::get<0>(info.param).model).stem().string() + "_" + std::get<1>(info.param);
       for (char& ch : name) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return name;
     });
 
-TEST(Stories260K, GreedyTextMatchesPublishedOutput) {
+class Stories260K : public testing::TestWithParam<const char*> {};
+
+TEST_P(Stories260K, GreedyTextMatchesPublishedOutput) {
+  const std::string device = GetParam();
+  if (const std::string why = unavailable_reason(device); !why.empty()) GTEST_SKIP() << device << ": " << why;
   const auto model_path = shared_dir() / "models/stories260K-v1.gguf";
   if (!std::filesystem::exists(model_path)) GTEST_SKIP() << "missing test data: " << model_path;
-  auto engine = load_or_skip(model_path);
+  auto engine = load_on(model_path, device);
   ASSERT_NE(engine, nullptr);
   SamplingParams greedy;
   greedy.temperature = 0.0f;
@@ -131,6 +157,9 @@ TEST(Stories260K, GreedyTextMatchesPublishedOutput) {
             "park. One day, she saw a big, red ball. She wanted to play with it, but it was too high");
   EXPECT_EQ(stats.n_generated, 60);
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, Stories260K, testing::ValuesIn(kDevices),
+                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace bitnet

@@ -17,8 +17,9 @@ struct LogitsFlags {
 };
 
 int run(const LogitsFlags& f) {
-  std::unique_ptr<Engine> engine = load_engine(f.model);
-  if (!engine) return 1;
+  int code = 0;
+  std::unique_ptr<Engine> engine = load_engine(f.model, code);
+  if (!engine) return code;
   // --ids are run exactly as given; text gets BOS when the vocabulary asks for it.
   const std::vector<int32_t> ids = f.ids.empty() ? engine->tokenize(f.text, engine->add_bos_default(), true) : f.ids;
   if (ids.empty()) return fail(invalid_argument("no tokens to evaluate"));

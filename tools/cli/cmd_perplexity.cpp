@@ -22,8 +22,9 @@ int run(PerplexityFlags f) {
   std::stringstream text;
   text << in.rdbuf();
   if (f.model.n_ctx < f.n_ctx) f.model.n_ctx = f.n_ctx;  // the engine's context must hold a chunk
-  std::unique_ptr<Engine> engine = load_engine(f.model);
-  if (!engine) return 1;
+  int code = 0;
+  std::unique_ptr<Engine> engine = load_engine(f.model, code);
+  if (!engine) return code;
   auto r = perplexity(*engine, text.str(), f.n_ctx, [](int64_t chunk, double ppl) {
     std::fprintf(stderr, "[%lld]%.4f ", static_cast<long long>(chunk + 1), ppl);
   });
@@ -43,7 +44,7 @@ void add_perplexity_command(CLI::App& app, Runner& runner) {
   cmd->add_option("-f,--file", flags->file, "text file")->required();
   cmd->add_option("-c,--ctx-size", flags->n_ctx, "chunk length in tokens (default: 512)")->check(CLI::PositiveNumber);
   cmd->add_option("-t,--threads", flags->model.n_threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", flags->model.device, "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: auto)");
+  cmd->add_option("--device", flags->model.device, "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: $BITNET_DEVICE, else auto)");
   cmd->callback([flags, &runner] { runner = [flags] { return run(*flags); }; });
 }
 

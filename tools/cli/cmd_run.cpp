@@ -19,8 +19,9 @@ struct RunFlags {
 double per_second(int64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds : 0.0; }
 
 int run(const RunFlags& f) {
-  std::unique_ptr<Engine> engine = load_engine(f.model);
-  if (!engine) return 1;
+  int code = 0;
+  std::unique_ptr<Engine> engine = load_engine(f.model, code);
+  if (!engine) return code;
   SamplingParams sampling = f.sampling;
   sampling.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed) : std::random_device{}();
   std::fputs(f.prompt.c_str(), stdout);
@@ -41,7 +42,7 @@ int run(const RunFlags& f) {
                static_cast<long long>(stats.n_generated),
                per_second(stats.n_generated, stats.generate_seconds), stats.stop_reason.c_str(),
                static_cast<unsigned long long>(sampling.seed));
-  return 0;
+  return write_receipt(*engine, f.model, stats);
 }
 
 }  // namespace

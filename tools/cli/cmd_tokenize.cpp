@@ -14,8 +14,9 @@ struct TokenizeFlags {
 };
 
 int run(const TokenizeFlags& f) {
-  std::unique_ptr<Engine> engine = load_engine(f.model);
-  if (!engine) return 1;
+  int code = 0;
+  std::unique_ptr<Engine> engine = load_engine(f.model, code);
+  if (!engine) return code;
   const bool add_bos = engine->add_bos_default() && !f.no_bos;
   const std::vector<int32_t> ids = engine->tokenize(f.text, add_bos, /*parse_special=*/true);
   if (f.ids_only) {

@@ -20,21 +20,31 @@ void add_inspect_command(CLI::App& app, Runner& runner);
 void add_logits_command(CLI::App& app, Runner& runner);
 void add_perplexity_command(CLI::App& app, Runner& runner);
 void add_synth_command(CLI::App& app, Runner& runner);
+void add_devices_command(CLI::App& app, Runner& runner);
 
-// Flags every model-loading command shares (-m, -t, -c, --device).
+// Flags every model-loading command shares (-m, -t, -c, --device, --receipt).
 struct ModelFlags {
   std::string model;
   int n_threads = 0;
   int64_t n_ctx = 0;
-  std::string device = "auto";
+  std::string device;  // empty: BITNET_DEVICE, then auto
+  std::string receipt;
 };
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
 
-// Loads the engine and prints the device line to stderr; prints the error and returns null
-// on failure.
-std::unique_ptr<Engine> load_engine(const ModelFlags& flags);
+// The environment the CLI reads (the library never does): BITNET_DEVICE, BITNET_GPU_BACKEND,
+// BITNET_GPU_DEVICE, BITNET_STRICT_MODE, BITNET_GPU_FAKE. Errors are Status values.
+Result<EngineOptions> engine_options_from_env(const ModelFlags& flags);
 
-// Prints "error: <message>" to stderr and returns 1.
+// Loads the engine and prints the device line to stderr; prints the error and returns null
+// on failure (`exit_code` is set to the code to exit with).
+std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int& exit_code);
+
+// Writes the receipt when --receipt was given; returns the exit code (0 or the error's).
+int write_receipt(const Engine& engine, const ModelFlags& flags, const GenerateStats& stats);
+
+// Prints "error: <message>" to stderr and returns the exit code for it (8 for suspicious
+// weights in strict mode, 1 otherwise).
 int fail(const Status& status);
 
 }  // namespace bitnet::cli

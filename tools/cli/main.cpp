@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 
@@ -10,28 +11,77 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("-c,--ctx-size", flags.n_ctx, "context length (default: the model's)")
       ->check(CLI::NonNegativeNumber);
-  cmd.add_option("--device", flags.device, "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: auto)");
+  cmd.add_option("--device", flags.device,
+                 "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: $BITNET_DEVICE, else auto)");
+  cmd.add_option("--receipt", flags.receipt, "write a JSON receipt of what really ran to this file");
 }
 
 int fail(const Status& status) {
   std::fprintf(stderr, "error: %s\n", status.to_string().c_str());
-  return 1;
+  return status.code() == StatusCode::kSuspiciousWeights ? 8 : 1;
 }
 
-std::unique_ptr<Engine> load_engine(const ModelFlags& flags) {
-  EngineOptions options;
-  options.model_path = flags.model;
-  options.device = flags.device;
-  options.n_threads = flags.n_threads;
-  options.n_ctx = flags.n_ctx;
-  auto engine = Engine::load(options);
-  if (!engine.ok()) {
-    fail(engine.status());
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+}  // namespace
+
+Result<EngineOptions> engine_options_from_env(const ModelFlags& flags) {
+  EngineOptions o;
+  o.model_path = flags.model;
+  o.n_threads = flags.n_threads;
+  o.n_ctx = flags.n_ctx;
+  o.device = !flags.device.empty() ? flags.device : !env("BITNET_DEVICE").empty() ? env("BITNET_DEVICE") : "auto";
+  o.gpu_backend = env("BITNET_GPU_BACKEND");
+  if (const std::string idx = env("BITNET_GPU_DEVICE"); !idx.empty()) {
+    char* end = nullptr;
+    const long v = std::strtol(idx.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > 1024) return invalid_argument("BITNET_GPU_DEVICE must be a device index, got '" + idx + "'");
+    o.gpu_device = static_cast<int>(v);
+  }
+  const std::string strict = env("BITNET_STRICT_MODE");
+  o.strict = !strict.empty() && strict != "0" && strict != "false";
+  std::string fakes = env("BITNET_GPU_FAKE");
+  for (size_t pos = 0; !fakes.empty() && pos <= fakes.size();) {
+    const size_t comma = std::min(fakes.find(',', pos), fakes.size());
+    if (comma > pos) o.fake_gpus.push_back(fakes.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  o.log = [](std::string_view line) { std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data()); };
+  return o;
+}
+
+std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int& exit_code) {
+  auto options = engine_options_from_env(flags);
+  if (!options.ok()) {
+    exit_code = fail(options.status());
     return nullptr;
   }
-  std::fprintf(stderr, "%s threads=%d n_ctx=%lld\n", (*engine)->device_summary().c_str(),
-               (*engine)->n_threads(), static_cast<long long>((*engine)->n_ctx()));
+  auto engine = Engine::load(*options);
+  if (!engine.ok()) {
+    exit_code = fail(engine.status());
+    return nullptr;
+  }
+  std::fprintf(stderr, "%s threads=%d n_ctx=%lld%s\n", (*engine)->device_summary().c_str(),
+               (*engine)->n_threads(), static_cast<long long>((*engine)->n_ctx()),
+               options->strict ? " strict" : "");
+  exit_code = 0;
   return std::move(engine).value();
+}
+
+int write_receipt(const Engine& engine, const ModelFlags& flags, const GenerateStats& stats) {
+  if (flags.receipt.empty()) return 0;
+  auto json = engine.receipt_json(stats);
+  if (!json.ok()) return fail(json.status());
+  std::FILE* f = std::fopen(flags.receipt.c_str(), "w");
+  if (f == nullptr) return fail(io_error(flags.receipt + ": cannot open for writing"));
+  const bool ok = std::fwrite(json->data(), 1, json->size(), f) == json->size() && std::fputc('\n', f) != EOF;
+  if (std::fclose(f) != 0 || !ok) return fail(io_error(flags.receipt + ": cannot write"));
+  return 0;
 }
 
 }  // namespace bitnet::cli
@@ -47,6 +97,7 @@ int main(int argc, char** argv) {
   add_logits_command(app, runner);
   add_perplexity_command(app, runner);
   add_synth_command(app, runner);
+  add_devices_command(app, runner);
   std::string names;
   bool known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

@@ -1,0 +1,91 @@
+#include "hal/selection.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace bitnet::hal {
+
+namespace {
+
+constexpr const char* kGpuOrder[] = {"cuda", "hip", "vulkan", "opencl"};
+
+int gpu_rank(const std::string& backend) {
+  for (int i = 0; i < 4; ++i) {
+    if (backend == kGpuOrder[i]) return i;
+  }
+  return 4;
+}
+
+}  // namespace
+
+bool is_known_device_request(const std::string& d) {
+  return d == "auto" || d == "cpu" || d == "gpu" || d == "cuda" || d == "hip" || d == "opencl" ||
+         d == "vulkan";
+}
+
+Result<SelectionPlan> plan_selection(const std::vector<BackendProbe>& probes,
+                                     const SelectionRequest& r) {
+  if (!is_known_device_request(r.device)) {
+    return invalid_argument(fmt::format(
+        "unknown device '{}' (expected auto, cpu, gpu, cuda, hip, opencl or vulkan)", r.device));
+  }
+  if (!r.gpu_backend.empty() && gpu_rank(r.gpu_backend) == 4) {
+    return invalid_argument(fmt::format(
+        "unknown GPU backend '{}' (expected cuda, hip, vulkan or opencl)", r.gpu_backend));
+  }
+  SelectionPlan plan;
+  const DeviceInfo* cpu = nullptr;
+  std::vector<const DeviceInfo*> gpus;
+  for (const BackendProbe& p : probes) {
+    if (!p.available && p.backend != "cpu") {
+      const bool fakes_only = !p.devices.empty();
+      if (!fakes_only) {
+        plan.notes.push_back(fmt::format("{}: {}", p.backend, p.compiled ? p.reason : "not compiled in"));
+      }
+    }
+    for (const DeviceInfo& d : p.devices) {
+      plan.detected.push_back(d.id);
+      if (d.backend == "cpu") {
+        cpu = &d;
+      } else {
+        gpus.push_back(&d);
+      }
+    }
+  }
+  if (cpu == nullptr) return internal_error("the CPU backend is missing from the probe");
+
+  // GPU candidates for this request, best first.
+  const bool explicit_backend = r.device != "auto" && r.device != "gpu" && r.device != "cpu";
+  std::vector<const DeviceInfo*> picked;
+  if (r.device != "cpu") {
+    for (const DeviceInfo* d : gpus) {
+      if (explicit_backend && d->backend != r.device) continue;
+      if (!r.gpu_backend.empty() && d->backend != r.gpu_backend) continue;
+      if (r.gpu_device >= 0 && d->index != r.gpu_device) continue;
+      if (r.device == "auto" && d->is_software) continue;
+      picked.push_back(d);
+    }
+    std::stable_sort(picked.begin(), picked.end(), [](const DeviceInfo* a, const DeviceInfo* b) {
+      if (a->is_software != b->is_software) return !a->is_software;  // real GPUs first
+      return gpu_rank(a->backend) < gpu_rank(b->backend);
+    });
+  }
+  for (const DeviceInfo* d : picked) plan.candidates.push_back(*d);
+
+  const bool wants_gpu = r.device != "auto" && r.device != "cpu";
+  if (wants_gpu && plan.candidates.empty()) {
+    std::string why = fmt::format("no {} device{}{}", r.device == "gpu" ? "GPU" : r.device,
+                                  r.gpu_backend.empty() ? "" : " of backend " + r.gpu_backend,
+                                  r.gpu_device < 0 ? "" : fmt::format(" with index {}", r.gpu_device));
+    if (!plan.notes.empty()) why += fmt::format(" ({})", fmt::join(plan.notes, "; "));
+    if (r.strict) return unavailable(why + "; strict mode forbids falling back to the CPU");
+    plan.notes.insert(plan.notes.begin(), why);
+  }
+  // The CPU is the fallback, except in strict mode when something else was asked for.
+  if (!(r.strict && wants_gpu)) plan.candidates.push_back(*cpu);
+  return plan;
+}
+
+}  // namespace bitnet::hal
