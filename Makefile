@@ -10,7 +10,9 @@ PROMPT ?= Once upon a time
 N_PREDICT ?= 100
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev \
-	libcli11-dev libicu-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev python3
+	libcli11-dev libicu-dev libssl-dev libgtest-dev libgmock-dev python3 python3-numpy \
+	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
+	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools
 
 .PHONY: all deps build run test clean
 
@@ -35,8 +37,9 @@ run: build
 	@echo "make run: model $(MODEL)" >&2
 	$(BUILD_DIR)/bin/bitnet run -m $(MODEL) -p "$(PROMPT)" -n $(N_PREDICT) --temp 0
 
+# lavapipe wants a runtime directory; PoCL and lavapipe both run on the CPU here.
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 1200
+	cd $(BUILD_DIR) && XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp} ctest --output-on-failure -j $(JOBS) --timeout 1200
 
 clean:
 	rm -rf $(BUILD_DIR)
