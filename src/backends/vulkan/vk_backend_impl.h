@@ -1,0 +1,89 @@
+// The Vulkan backend's class, shared by vk_backend.cpp (setup, weights, KV cache) and
+// vk_compute.cpp (recording and running an op list).
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/vk_buffer_pool.h"
+#include "backends/vulkan/vk_context.h"
+#include "backends/vulkan/vk_options.h"
+#include "backends/vulkan/vk_pipelines.h"
+#include "backends/vulkan/vk_weights.h"
+#include "hal/backend.h"
+
+namespace bitnet::vulkan {
+
+// An activation on the device. F32: f32 = [n_rows][n_cols] floats. Q8: q = [n_rows][ceil(n_cols/4)]
+// words of 4 int8, scale = [n_rows] floats (the row sums are not kept: the W2A8 kernel sums
+// (code - 1) * q directly).
+struct DeviceAct {
+  Buffer f32;
+  Buffer q;
+  Buffer scale;
+};
+
+// A storage-buffer descriptor: a whole buffer or a window of one.
+struct Binding {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0;
+  VkDeviceSize range = VK_WHOLE_SIZE;
+};
+
+class VulkanBackend final : public hal::Backend {
+ public:
+  static Result<std::unique_ptr<hal::Backend>> create(const VulkanOptions& options);
+  ~VulkanBackend() override;
+
+  hal::BackendInfo info() const override;
+  Status load_weights(std::span<const hal::WeightDesc> weights) override;
+  Status init_kv(const hal::KvShape& shape) override;
+  Status compute(const hal::Graph& graph, std::span<const int32_t> tokens,
+                 std::span<float> logits) override;
+  std::vector<std::string> kernels_used() const override {
+    return {kernels_used_.begin(), kernels_used_.end()};
+  }
+  hal::BackendStats stats() const override;
+  void release_scratch() override;
+
+ private:
+  VulkanBackend() = default;
+
+  // vk_compute.cpp
+  Status check_graph(const hal::Graph& graph, std::span<const int32_t> tokens) const;
+  Status prepare(const hal::Graph& graph, std::span<const int32_t> tokens);
+  Status record_op(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op);
+  Status record_matmul(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op);
+  Status dispatch(VkCommandBuffer cb, Kernel kernel, std::initializer_list<Binding> bindings,
+                  const void* push, size_t push_bytes, uint32_t groups_x, uint32_t groups_y = 1);
+  Result<VkDescriptorSet> allocate_set();
+  void release_acts();
+  Result<Buffer*> host_buffer(Buffer& slot, uint64_t size);
+
+  // The whole buffer, or its first binding-limit bytes (a pooled buffer may be larger than asked).
+  Binding bind(const Buffer& b) const { return {b.handle(), 0, std::min<VkDeviceSize>(b.size(), max_binding_bytes_)}; }
+  const DeviceWeight& weight(hal::WeightId id) const { return weights_[static_cast<size_t>(id)]; }
+
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Pipelines> pipelines_;
+  std::unique_ptr<BufferPool> pool_;
+  uint64_t max_binding_bytes_ = 0;
+  std::vector<DeviceWeight> weights_;
+  uint64_t weight_bytes_ = 0;
+  hal::KvShape kv_;
+  std::vector<Buffer> k_cache_;  // per layer: [n_ctx][n_embd_kv] floats
+  std::vector<Buffer> v_cache_;
+  std::vector<DeviceAct> acts_;  // for the graph being run
+  Buffer dummy_;                 // bound to unused bindings
+  Buffer tokens_;                // host-visible: token ids of the step
+  Buffer rope_table_;            // host-visible: (cos, sin) per token and pair
+  Buffer readback_;              // host-visible: the logits
+  std::vector<VkDescriptorPool> descriptor_pools_;
+  size_t descriptor_pool_next_ = 0;
+  std::set<std::string> kernels_used_;
+};
+
+}  // namespace bitnet::vulkan
