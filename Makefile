@@ -5,7 +5,7 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 SHARED ?= $(abspath ../shared)
-MODEL ?= $(SHARED)/models/stories260K-v1.gguf
+MODEL ?= models/tiny-stories-b158.gguf
 PROMPT ?= Once upon a time
 N_PREDICT ?= 100
 

@@ -28,8 +28,11 @@ def fp16_exact(scale):
     return np.float32(np.float16(scale))
 
 
-def _codes(t):
+def _codes(t, block):
+    """t [rows][cols] (or 1-D) -> flat codes w + 1; blocks never straddle rows: cols % block == 0."""
     t = np.asarray(t)
+    if t.shape[-1] % block:
+        raise ValueError(f"row length {t.shape[-1]} is not a multiple of the {block}-element block")
     if t.min(initial=0) < -1 or t.max(initial=0) > 1:
         raise ValueError("not ternary")
     return (t.astype(np.int16) + 1).astype(np.uint8).reshape(-1)
@@ -38,9 +41,7 @@ def _codes(t):
 def pack_i2s(t, scale):
     """I2_S (type 36): 128-element groups of 32 bytes, element 32n + m of a group in byte m,
     bits 7-2n..6-2n (high bits first); then the f32 scale and 28 zero bytes."""
-    c = _codes(t)
-    if c.size % 128:
-        raise ValueError(f"I2_S needs a multiple of 128 elements, got {c.size}")
+    c = _codes(t, 128)
     g = c.reshape(-1, 4, 32).astype(np.uint8)
     packed = (g[:, 0] << 6) | (g[:, 1] << 4) | (g[:, 2] << 2) | g[:, 3]
     return packed.tobytes() + np.float32(scale).tobytes() + bytes(28)
@@ -49,9 +50,7 @@ def pack_i2s(t, scale):
 def pack_tq2_0(t, scale):
     """TQ2_0 (type 35): 256-element blocks of qs[64] + fp16 d. Byte qs[32h + m] bits 2n..2n+1
     hold element 128h + m + 32n (low bits first). d = scale in every block."""
-    c = _codes(t)
-    if c.size % 256:
-        raise ValueError(f"TQ2_0 needs a multiple of 256 elements, got {c.size}")
+    c = _codes(t, 256)
     g = c.reshape(-1, 2, 4, 32)
     qs = (g[:, :, 0] | (g[:, :, 1] << 2) | (g[:, :, 2] << 4) | (g[:, :, 3] << 6)).reshape(-1, 64)
     d = np.full((qs.shape[0], 1), np.float16(scale), dtype="<f2").view(np.uint8)
@@ -72,9 +71,7 @@ def pack_tq1_0(t, scale):
     """TQ1_0 (type 34): 256-element blocks of qs[48] + qh[4] + fp16 d. Elements 0-159: element
     m + 32n in qs[m] (n = 0..4); 160-239: element 160 + m + 16n in qs[32 + m]; 240-255: element
     240 + m + 4n in qh[m] (n = 0..3). d = scale in every block."""
-    c = _codes(t).astype(np.int32)
-    if c.size % 256:
-        raise ValueError(f"TQ1_0 needs a multiple of 256 elements, got {c.size}")
+    c = _codes(t, 256).astype(np.int32)
     b = c.reshape(-1, 256)
     qs0 = _pack_trits(b[:, :160].reshape(-1, 5, 32).transpose(0, 2, 1), 5)      # [nb][32]
     qs1 = _pack_trits(b[:, 160:240].reshape(-1, 5, 16).transpose(0, 2, 1), 5)   # [nb][16]

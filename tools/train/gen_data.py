@@ -8,7 +8,7 @@ corpus is a pure function of (engine, model, seed, count). One JSON object per l
 
     python3 tools/train/gen_data.py --bitnet build/bin/bitnet \
         --model ../shared/models/stories260K-v1.gguf --out tools/train/work/train.jsonl \
-        --seed 1000000 --count 12000
+        --seed 1000000 --count 8500
 """
 import argparse
 import json
