@@ -58,57 +58,26 @@ inline float exp_ref(float x) { return exp(x); }
 
 // Tree reductions over the work-group in local memory; every work-item gets the result.
 // On a device with subgroups, the last 32/64 steps would be sub_group_reduce_* (see README).
-inline float wg_reduce_max_f32(__local float* tmp, float v) {
-  const int lid = get_local_id(0);
-  tmp[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = BITNET_WG / 2; s > 0; s >>= 1) {
-    if (lid < s) tmp[lid] = fmax(tmp[lid], tmp[lid + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
+// One definition per (name, type, combine); OpenCL C has no templates, hence the macro.
+#define BITNET_WG_REDUCE(NAME, T, COMBINE)                        \
+  inline T NAME(__local T* tmp, T v) {                            \
+    const int lid = get_local_id(0);                              \
+    tmp[lid] = v;                                                 \
+    barrier(CLK_LOCAL_MEM_FENCE);                                 \
+    for (int s = BITNET_WG / 2; s > 0; s >>= 1) {                 \
+      if (lid < s) tmp[lid] = COMBINE(tmp[lid], tmp[lid + s]);    \
+      barrier(CLK_LOCAL_MEM_FENCE);                               \
+    }                                                             \
+    const T r = tmp[0];                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                 \
+    return r;                                                     \
   }
-  const float r = tmp[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return r;
-}
+#define BITNET_ADD(a, b) ((a) + (b))
 
-inline float wg_reduce_sum_f32(__local float* tmp, float v) {
-  const int lid = get_local_id(0);
-  tmp[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = BITNET_WG / 2; s > 0; s >>= 1) {
-    if (lid < s) tmp[lid] += tmp[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float r = tmp[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return r;
-}
-
-inline acc_t wg_reduce_sum_acc(__local acc_t* tmp, acc_t v) {
-  const int lid = get_local_id(0);
-  tmp[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = BITNET_WG / 2; s > 0; s >>= 1) {
-    if (lid < s) tmp[lid] += tmp[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const acc_t r = tmp[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return r;
-}
-
-inline int wg_reduce_sum_i32(__local int* tmp, int v) {
-  const int lid = get_local_id(0);
-  tmp[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = BITNET_WG / 2; s > 0; s >>= 1) {
-    if (lid < s) tmp[lid] += tmp[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const int r = tmp[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return r;
-}
+BITNET_WG_REDUCE(wg_reduce_max_f32, float, fmax)
+BITNET_WG_REDUCE(wg_reduce_sum_f32, float, BITNET_ADD)
+BITNET_WG_REDUCE(wg_reduce_sum_acc, acc_t, BITNET_ADD)
+BITNET_WG_REDUCE(wg_reduce_sum_i32, int, BITNET_ADD)
 
 // The CPU reference's dot product (kernels_scalar.cpp dot_f32): 8 interleaved accumulators,
 // summed pairwise, then the tail. Same order, so attention scores match it bit for bit.
