@@ -15,8 +15,8 @@ $PY tools/train/gen_data.py --bitnet "$BITNET" --model "$STORIES" --out $W/heldo
 $PY tools/train/gen_data.py --bitnet "$BITNET" --model "$STORIES" --out $W/train.jsonl --seed 1000000 --count 8500
 # 2. Token ids from the engine's own tokenizer.
 $PY tools/train/prepare_data.py --bitnet "$BITNET" --model "$STORIES" --jsonl $W/train.jsonl --out $W/train
-# 3. Quantization-aware training (seed 1234), ~25-45 minutes on 2 cores.
-$PY tools/train/train.py --data $W/train --out $W/ckpt.pt --seed 1234 --steps 400 --batch 16 --lr 4e-3 \
+# 3. Quantization-aware training (seed 1234), ~27 minutes on 2 idle cores.
+$PY tools/train/train.py --data $W/train --out $W/ckpt.pt --seed 1234 --steps 1200 --batch 16 --lr 4e-3 \
     --warmup 30 --threads 2 --n-embd 128 --n-layer 4 --n-head 4 --n-head-kv 2 --n-ff 512 --n-ctx 256
 # 4. Export (I2_S) + PyTorch reference (logits, held-out perplexity) + the engine's greedy text.
 $PY tools/train/export.py --ckpt $W/ckpt.pt --tokenizer-from "$STORIES" --out $OUT \
