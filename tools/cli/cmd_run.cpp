@@ -34,6 +34,7 @@ int run(const RunFlags& f) {
                                     },
                                     &stats);
   std::fputc('\n', stdout);
+  std::fflush(stdout);  // the text ends before the summary line on stderr
   if (!s.ok()) return fail(s);
   std::fprintf(stderr,
                "prompt: %lld tokens, %.2f tok/s | generated: %lld tokens, %.2f tok/s | stop: %s | "
