@@ -14,7 +14,8 @@ endif()
 if(BITNET_PYTHON3)
   # Exit status 77 (numpy, PyTorch or the binary missing) is reported as skipped, never passed.
   add_test(NAME convert_py_test COMMAND ${BITNET_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/convert/tests/run_tests.py)
-  add_test(NAME train_py_test COMMAND ${BITNET_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/train/tests/run_tests.py)
+  add_test(NAME train_py_test COMMAND ${BITNET_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/convert/tests/run_tests.py
+                                      ${PROJECT_SOURCE_DIR}/tools/train/tests)
   set_tests_properties(convert_py_test train_py_test PROPERTIES
                        ENVIRONMENT "BITNET_CLI=$<TARGET_FILE:bitnet_cli>;OPENBLAS_NUM_THREADS=1"
                        SKIP_RETURN_CODE 77)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""ctest entry point for the converter / exporter tests (python3 + numpy; unittest, no pytest).
+"""ctest entry point for the Python tests (python3 + numpy; unittest, no pytest): the tests in
+this folder, or in the folder given as the argument (tools/train/tests, which also need PyTorch).
 
-    BITNET_CLI=build/bin/bitnet python3 tools/convert/tests/run_tests.py
+    BITNET_CLI=build/bin/bitnet python3 tools/convert/tests/run_tests.py [TEST_DIR]
 
 Exit status: 0 all passed, 1 a failure, 77 (ctest SKIP_RETURN_CODE) when nothing failed but tests
-were skipped (numpy or the CLI binary missing): such a run is reported skipped, never passed.
+were skipped (numpy, PyTorch or the CLI binary missing): such a run is reported skipped, never passed.
 """
 import os
 import sys
@@ -16,7 +17,7 @@ except ImportError:
     print("SKIPPED: numpy is not installed (apt-get install python3-numpy)")
     sys.exit(77)
 
-here = os.path.dirname(os.path.abspath(__file__))
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 suite = unittest.defaultTestLoader.discover(here, pattern="test_*.py")
 result = unittest.TextTestRunner(verbosity=2).run(suite)
 if not result.wasSuccessful():
