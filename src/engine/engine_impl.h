@@ -1,8 +1,10 @@
-// Engine's private state, shared by engine.cpp and receipt.cpp.
+// Engine's private state, shared by engine.cpp and receipt.cpp. It is a plain struct
+// (EngineCore) so that tests can drive the fallback rules with a fault-injecting backend.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,7 +20,7 @@
 
 namespace bitnet {
 
-struct Engine::Impl {
+struct EngineCore {
   EngineOptions options;
   gguf::File file;
   Model model;
@@ -32,6 +34,9 @@ struct Engine::Impl {
   int64_t n_ctx = 0;
   int64_t n_batch = 512;
   std::vector<int32_t> history;        // tokens in the KV cache (positions 0..n_past-1)
+  // Makes the backend of a device; tests swap in one that injects faults (as leveldb's Env).
+  std::function<Result<std::unique_ptr<hal::Backend>>(const hal::DeviceInfo&, int)> make_backend =
+      hal::create_backend;
 
   const hal::DeviceInfo& device() const { return plan.candidates[candidate]; }
   void log(const std::string& line) const {
@@ -41,7 +46,7 @@ struct Engine::Impl {
   // Creates the backend of candidate `i`, uploads the weights and allocates the KV cache.
   Status start_device(size_t i) {
     const hal::DeviceInfo& d = plan.candidates[i];
-    BITNET_ASSIGN_OR_RETURN(std::unique_ptr<hal::Backend> b, hal::create_backend(d, options.n_threads));
+    BITNET_ASSIGN_OR_RETURN(std::unique_ptr<hal::Backend> b, make_backend(d, options.n_threads));
     BITNET_RETURN_IF_ERROR(b->load_weights(model.weight_table()));
     const ModelConfig& c = model.config();
     BITNET_RETURN_IF_ERROR(b->init_kv({static_cast<int32_t>(c.n_layer), n_ctx, c.n_embd_kv()}));
@@ -114,5 +119,7 @@ struct Engine::Impl {
   }
 };
 
+
+struct Engine::Impl : EngineCore {};
 
 }  // namespace bitnet
