@@ -242,4 +242,26 @@ Result<std::vector<uint8_t>> ternary_encode(GgmlType type, const uint8_t* codes,
   return dst;
 }
 
+Result<TernaryRows> decode_ternary_rows(GgmlType type, std::span<const uint8_t> src,
+                                        int64_t n_cols, int64_t n_rows) {
+  const int64_t n = n_cols * n_rows;
+  TernaryRows t;
+  t.codes.resize(static_cast<size_t>(n));
+  const int64_t block = ternary_scale_block(type, n);
+  if (block <= 0) return unsupported(fmt::format("type {} is not ternary", ggml_type_name(type)));
+  std::vector<float> scales(static_cast<size_t>(n / block));
+  BITNET_RETURN_IF_ERROR(ternary_decode(type, src, n, t.codes.data(), scales.data()));
+  if (block == n) {
+    t.scale_block = n_cols;
+    t.scales.assign(static_cast<size_t>(n_rows), scales[0]);
+  } else {
+    if (n_cols % block != 0) {
+      return unsupported(fmt::format("scale blocks of {} do not tile rows of {}", block, n_cols));
+    }
+    t.scale_block = block;
+    t.scales = std::move(scales);
+  }
+  return t;
+}
+
 }  // namespace bitnet::quant

@@ -31,6 +31,17 @@ int64_t ternary_scale_block(GgmlType type, int64_t n);
 Status ternary_decode(GgmlType type, std::span<const uint8_t> src, int64_t n, uint8_t* codes,
                       float* scales);
 
+// A ternary tensor of n_rows rows of n_cols, decoded for a backend to repack: codes[n] and one
+// scale per `scale_block` elements of a row. A per-tensor scale (I2_S) is repeated once per row
+// (scale_block = n_cols) so that kernels see one layout; TQ blocks must tile the rows.
+struct TernaryRows {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;  // n_rows * (n_cols / scale_block)
+  int64_t scale_block = 0;
+};
+Result<TernaryRows> decode_ternary_rows(GgmlType type, std::span<const uint8_t> src,
+                                        int64_t n_cols, int64_t n_rows);
+
 // The owners' reference quantizers: n_rows rows of n_per_row floats -> the type's bytes,
 // exactly as ggml's quantize_row_*_ref or bitnet.cpp's quantize_i2_s produce them (I2_S: one
 // scale for the whole tensor, see i2s.h for the rule). Non-finite inputs are an error for the

@@ -38,25 +38,12 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& d) {
     return unsupported(fmt::format("ternary tensor {} has rows of {} elements; the CPU kernels "
                                    "need a multiple of 128", d.name, w.n_cols));
   }
-  std::vector<uint8_t> codes(static_cast<size_t>(n));
-  const int64_t block = quant::ternary_scale_block(d.type, n);
-  std::vector<float> scales(static_cast<size_t>(n / block));
-  BITNET_RETURN_IF_ERROR(quant::ternary_decode(d.type, d.bytes, n, codes.data(), scales.data())
-                             .with_context(d.name));
+  auto rows = quant::decode_ternary_rows(d.type, d.bytes, w.n_cols, w.n_rows);
+  if (!rows.ok()) return rows.status().with_context(d.name);
   w.ternary.packed.resize(static_cast<size_t>(n / 4));
-  pack_ternary_rows(codes.data(), w.n_rows, w.n_cols, w.ternary.packed.data());
-  if (block == n) {
-    // A per-tensor scale (I2_S): one per row keeps the kernels uniform.
-    w.ternary.scale_block = w.n_cols;
-    w.ternary.scales.assign(static_cast<size_t>(w.n_rows), scales[0]);
-  } else {
-    if (w.n_cols % block != 0) {
-      return unsupported(fmt::format("tensor {}: scale blocks of {} straddle rows of {}", d.name,
-                                     block, w.n_cols));
-    }
-    w.ternary.scale_block = block;
-    w.ternary.scales = std::move(scales);
-  }
+  pack_ternary_rows(rows->codes.data(), w.n_rows, w.n_cols, w.ternary.packed.data());
+  w.ternary.scale_block = rows->scale_block;
+  w.ternary.scales = std::move(rows->scales);
   return w;
 }
 

@@ -65,18 +65,15 @@ Status upload_ternary(DeviceWeight& w, const hal::WeightDesc& d, ClAllocator& al
     return unsupported(fmt::format("ternary tensor {} has rows of {} elements; the OpenCL kernels need a multiple of 16",
                                    d.name, w.n_cols));
   }
-  std::vector<uint8_t> codes(static_cast<size_t>(n));
-  const int64_t block = quant::ternary_scale_block(d.type, n);
-  std::vector<float> scales(static_cast<size_t>(n / block));
-  BITNET_RETURN_IF_ERROR(quant::ternary_decode(d.type, d.bytes, n, codes.data(), scales.data()).with_context(d.name));
   // One scale per block of a row, as the CPU backend: a per-tensor scale (I2_S) per row.
-  int64_t row_block = block;
-  if (block == n) {
-    row_block = w.n_cols;
-    scales.assign(static_cast<size_t>(w.n_rows), scales[0]);
-  } else if (w.n_cols % block != 0 || block % 16 != 0) {
-    return unsupported(fmt::format("tensor {}: scale blocks of {} do not tile rows of {}", d.name, block, w.n_cols));
+  auto rows = quant::decode_ternary_rows(d.type, d.bytes, w.n_cols, w.n_rows);
+  if (!rows.ok()) return rows.status().with_context(d.name);
+  const int64_t row_block = rows->scale_block;
+  if (row_block % 16 != 0) {
+    return unsupported(fmt::format("tensor {}: scale blocks of {} are not whole words", d.name, row_block));
   }
+  const std::vector<uint8_t>& codes = rows->codes;
+  const std::vector<float>& scales = rows->scales;
   w.words_per_block = row_block / 16;
   std::vector<uint32_t> words(static_cast<size_t>(n / 16));
   pack_ternary_words(codes.data(), w.n_rows, w.n_cols, words.data());

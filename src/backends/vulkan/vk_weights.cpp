@@ -38,24 +38,17 @@ Status make_image(const hal::WeightDesc& d, DeviceWeight& w, HostImage& img) {
       return unsupported(fmt::format("ternary tensor {} has rows of {} elements; the Vulkan kernels "
                                      "need a multiple of 128", d.name, w.n_cols));
     }
-    std::vector<uint8_t> codes(static_cast<size_t>(n));
-    const int64_t block = quant::ternary_scale_block(d.type, n);
-    std::vector<float> scales(static_cast<size_t>(n / block));
-    BITNET_RETURN_IF_ERROR(quant::ternary_decode(d.type, d.bytes, n, codes.data(), scales.data()).with_context(d.name));
+    auto rows = quant::decode_ternary_rows(d.type, d.bytes, w.n_cols, w.n_rows);
+    if (!rows.ok()) return rows.status().with_context(d.name);
+    if (rows->scale_block % 128 != 0) {
+      return unsupported(fmt::format("tensor {}: scale blocks of {} are not whole 128-groups", d.name, rows->scale_block));
+    }
     img.data_storage.resize(static_cast<size_t>(n / 4));
-    pack_ternary(codes.data(), n, img.data_storage.data());
+    pack_ternary(rows->codes.data(), n, img.data_storage.data());
     img.data_row_bytes = w.n_cols / 4;
     w.format = DeviceFormat::kTernary;
-    if (block == n) {  // one scale per tensor (I2_S): stored per row
-      w.scale_block = w.n_cols;
-      img.scales.assign(static_cast<size_t>(w.n_rows), scales[0]);
-    } else {
-      if (w.n_cols % block != 0 || block % 128 != 0) {
-        return unsupported(fmt::format("tensor {}: scale blocks of {} do not tile rows of {}", d.name, block, w.n_cols));
-      }
-      w.scale_block = block;
-      img.scales = std::move(scales);
-    }
+    w.scale_block = rows->scale_block;  // a per-tensor scale (I2_S) comes stored per row
+    img.scales = std::move(rows->scales);
     img.scales_per_row = w.n_cols / w.scale_block;
     img.data = img.data_storage;
     return {};
