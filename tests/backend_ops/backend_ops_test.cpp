@@ -352,7 +352,7 @@ std::vector<std::string> case_names() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, BackendOps, testing::ValuesIn(case_names()),
-                         [](const testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
 }  // namespace bitnet
