@@ -3,7 +3,8 @@
 // carries on, and the library never exits.
 #pragma once
 
-#include <cassert>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,13 +63,23 @@ inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status suspicious_weights(std::string m) { return {StatusCode::kSuspiciousWeights, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
-// A value or the Status that explains why there is none.
+namespace detail {
+// Misuse of Result is a bug in the caller: it stops the process with a message in every build
+// type (an assert would vanish in Release and leave std::bad_variant_access or worse).
+[[noreturn]] inline void result_misuse(const char* what, const Status& status) {
+  std::fprintf(stderr, "bitnet: %s (status: %s)\n", what, status.to_string().c_str());
+  std::abort();
+}
+}  // namespace detail
+
+// A value or the Status that explains why there is none. Reading the value of an error
+// Result, or making an error Result from an ok Status, aborts with a message.
 template <class T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}                   // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {             // NOLINT: implicit by design
-    assert(!std::get<Status>(v_).ok() && "Result from an ok Status");
+    if (std::get<Status>(v_).ok()) detail::result_misuse("Result made from an ok Status", {});
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -78,15 +89,19 @@ class [[nodiscard]] Result {
     static const Status kOkStatus;
     return ok() ? kOkStatus : std::get<Status>(v_);
   }
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& value() & { return checked(), *std::get_if<T>(&v_); }
+  const T& value() const& { return checked(), *std::get_if<T>(&v_); }
+  T&& value() && { return checked(), std::move(*std::get_if<T>(&v_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
+  void checked() const {
+    if (!ok()) detail::result_misuse("value() of an error Result", std::get<Status>(v_));
+  }
+
   std::variant<T, Status> v_;
 };
 

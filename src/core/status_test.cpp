@@ -34,5 +34,17 @@ TEST(Result, PropagatesErrors) {
   EXPECT_EQ(bad.status().message(), "not positive: -1");
 }
 
+// Misuse is loud in every build type (the tests run in Release, where asserts are gone).
+TEST(ResultDeathTest, ValueOfAnErrorAborts) {
+  auto r = parse_positive(-1);
+  EXPECT_DEATH((void)r.value(), "value\\(\\) of an error Result.*not positive: -1");
+  EXPECT_DEATH((void)*parse_positive(0), "value\\(\\) of an error Result");
+  EXPECT_DEATH((void)std::move(r).value(), "value\\(\\) of an error Result");
+}
+
+TEST(ResultDeathTest, AnOkStatusCannotMakeAResult) {
+  EXPECT_DEATH((void)Result<int>(Status()), "Result made from an ok Status");
+}
+
 }  // namespace
 }  // namespace bitnet
