@@ -27,6 +27,7 @@ struct EngineOptions {
   bool strict = false;          // no fallbacks, no fake devices, no suspicious weights
   std::vector<std::string> fake_gpus;  // fake devices for selection tests (ignored when strict)
   int n_threads = 0;            // CPU threads; 0 = every hardware thread
+  std::string cpu_isa;          // CPU kernel set ("scalar", "avx2", ...); "" = the best this CPU runs
   int64_t n_ctx = 0;            // context length; 0 = the model's own
   int64_t n_batch = 512;        // prompt tokens per forward step
   // Receives one line per event worth telling (fallbacks, warnings); may be empty.
@@ -112,6 +113,7 @@ class Engine {
  private:
   struct Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
+  static Result<std::unique_ptr<Impl>> load_impl(const EngineOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <fstream>
+#include <new>
 #include <map>
 
 #include "engine/engine_impl.h"
@@ -25,6 +27,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+uint64_t available_host_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
 
 ModelSummary summarize_model(const Model& m) {
   const ModelConfig& c = m.config();
@@ -57,6 +70,16 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
+  // Containers sized from the file (vocabulary, tensor tables) may still fail to grow.
+  try {
+    BITNET_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, load_impl(options));
+    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(options.model_path + ": host memory allocation failed while loading");
+  }
+}
+
+Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& options) {
   if (options.n_ctx < 0) return invalid_argument("context length must not be negative");
   if (options.n_batch <= 0) return invalid_argument("batch size must be positive");
   auto impl = std::make_unique<Impl>();
@@ -85,6 +108,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
 
   hal::ProbeOptions probe_options;
   if (!options.strict) probe_options.fake_gpus = options.fake_gpus;  // strict ignores fakes
+  probe_options.cpu_isa = options.cpu_isa;
   const std::vector<hal::BackendProbe> probes = hal::probe_backends(probe_options);
   BITNET_ASSIGN_OR_RETURN(impl->plan, hal::plan_selection(probes, {options.device, options.gpu_backend,
                                                                    options.gpu_device, options.strict}));
@@ -109,7 +133,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
     impl->log(fmt::format("fallback: {} -> {}: {}", f.from, f.to, f.reason));
   }
   impl->summary = summarize_model(impl->model);
-  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  return impl;
 }
 
 const ModelSummary& Engine::model() const { return impl_->summary; }
@@ -118,10 +142,15 @@ std::string Engine::device_summary() const {
                      fmt::join(impl_->plan.detected, ","), impl_->device().id);
 }
 std::string Engine::backend_name() const { return impl_->device().id; }
-std::string Engine::device_name() const { return impl_->backend->info().device; }
-int Engine::n_threads() const { return impl_->backend->info().n_threads; }
+// A broken engine (see EngineCore::broken) has no backend: these report that instead.
+std::string Engine::device_name() const {
+  return impl_->backend ? impl_->backend->info().device : "none (" + impl_->broken.message() + ")";
+}
+int Engine::n_threads() const { return impl_->backend ? impl_->backend->info().n_threads : 0; }
 int64_t Engine::n_ctx() const { return impl_->n_ctx; }
-std::vector<std::string> Engine::kernels_used() const { return impl_->backend->kernels_used(); }
+std::vector<std::string> Engine::kernels_used() const {
+  return impl_->backend ? impl_->backend->kernels_used() : std::vector<std::string>{};
+}
 std::vector<Fallback> Engine::fallbacks() const { return impl_->fallbacks; }
 std::vector<std::string> Engine::warnings() const { return impl_->warnings; }
 

@@ -4,7 +4,9 @@
 // mode -> an error. The logits must come out the same as a run that never failed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <new>
 
 #include "backends/cpu/cpu_backend.h"
 #include "bitnet/synth.h"
@@ -14,25 +16,35 @@ namespace bitnet {
 namespace {
 
 // Wraps a CPU backend; fails the compute calls whose (1-based) number is in `fail_at` with `code`.
+// kBadAlloc stands for a std::bad_alloc thrown from inside the backend (a host container that
+// could not grow); call number 0 in `fail_at` fails load_weights instead.
+constexpr StatusCode kBadAlloc = static_cast<StatusCode>(1000);
+
 class FaultyBackend final : public hal::Backend {
  public:
   FaultyBackend(std::vector<int> fail_at, StatusCode code, int* scratch_releases)
-      : inner_(cpu::make_cpu_backend({1})), fail_at_(std::move(fail_at)), code_(code),
+      : inner_(cpu::make_cpu_backend({1, ""})), fail_at_(std::move(fail_at)), code_(code),
         scratch_releases_(scratch_releases) {}
   hal::BackendInfo info() const override { return {"faulty", "fault-injecting CPU", 1}; }
-  Status load_weights(std::span<const hal::WeightDesc> w) override { return inner_->load_weights(w); }
+  Status load_weights(std::span<const hal::WeightDesc> w) override {
+    if (std::find(fail_at_.begin(), fail_at_.end(), 0) != fail_at_.end()) return fail();
+    return inner_->load_weights(w);
+  }
   Status init_kv(const hal::KvShape& s) override { return inner_->init_kv(s); }
   Status compute(const hal::Graph& g, std::span<const int32_t> t, std::span<float> l) override {
     ++calls_;
-    for (int n : fail_at_) {
-      if (n == calls_) return {code_, "injected fault"};
-    }
+    if (std::find(fail_at_.begin(), fail_at_.end(), calls_) != fail_at_.end()) return fail();
     return inner_->compute(g, t, l);
   }
   std::vector<std::string> kernels_used() const override { return inner_->kernels_used(); }
   void release_scratch() override { ++*scratch_releases_; }
 
  private:
+  Status fail() const {
+    if (code_ == kBadAlloc) throw std::bad_alloc();
+    return {code_, "injected fault"};
+  }
+
   std::unique_ptr<hal::Backend> inner_;
   std::vector<int> fail_at_;
   StatusCode code_;
@@ -50,8 +62,10 @@ class EngineFallback : public testing::Test {
   }
   void TearDown() override { std::filesystem::remove(path_); }
 
-  // An engine core whose first device is the faulty one and whose second is the CPU.
-  std::unique_ptr<EngineCore> core(std::vector<int> fail_at, StatusCode code, bool strict) {
+  // An engine core whose first device is the faulty one and whose second is the CPU (or,
+  // with `only_faulty`, no second device).
+  std::unique_ptr<EngineCore> core(std::vector<int> fail_at, StatusCode code, bool strict,
+                                   bool only_faulty = false) {
     auto c = std::make_unique<EngineCore>();
     c->options.strict = strict;
     c->options.n_threads = 1;
@@ -70,11 +84,14 @@ class EngineFallback : public testing::Test {
     cpu.backend = "cpu";
     cpu.id = "cpu-scalar";
     c->plan.candidates = {faulty, cpu};
-    c->make_backend = [fail_at, code, this](const hal::DeviceInfo& d, int n) -> Result<std::unique_ptr<hal::Backend>> {
+    if (only_faulty) c->plan.candidates.pop_back();
+    c->make_backend = [fail_at, code, this](const hal::DeviceInfo& d, const EngineOptions& o) -> Result<std::unique_ptr<hal::Backend>> {
       if (d.backend == "faulty") return std::unique_ptr<hal::Backend>(new FaultyBackend(fail_at, code, &scratch_releases_));
-      return hal::create_backend(d, n);
+      return hal::create_backend(d, {o.n_threads, o.cpu_isa});
     };
-    EXPECT_TRUE(c->start_device(0).ok());
+    if (std::find(fail_at.begin(), fail_at.end(), 0) == fail_at.end()) {
+      EXPECT_TRUE(c->start_device(0).ok());
+    }
     return c;
   }
 
@@ -139,6 +156,55 @@ TEST_F(EngineFallback, StrictModeTurnsTheFallbackIntoAnError) {
   EXPECT_EQ(s.code(), StatusCode::kDeviceLost);
   EXPECT_NE(s.message().find("strict mode forbids falling back"), std::string::npos) << s.message();
   EXPECT_TRUE(c->fallbacks.empty());
+}
+
+TEST_F(EngineFallback, LostDeviceWithNothingLeftRefusesEveryLaterCall) {
+  std::vector<std::vector<float>> got;
+  auto c = core({2}, StatusCode::kDeviceLost, false, /*only_faulty=*/true);
+  const Status s = run(*c, got);
+  ASSERT_EQ(s.code(), StatusCode::kDeviceLost);
+  EXPECT_NE(s.message().find("no device is left"), std::string::npos) << s.message();
+  EXPECT_EQ(c->backend, nullptr);
+  // Later calls get the reason, never a null dereference.
+  std::vector<float> logits;
+  const Status again = c->run(std::vector<int32_t>{5}, false, logits);
+  EXPECT_EQ(again.code(), StatusCode::kDeviceLost);
+  EXPECT_NE(again.message().find("the engine has no working device"), std::string::npos) << again.message();
+  EXPECT_FALSE(c->usable().ok());
+}
+
+TEST_F(EngineFallback, PersistentOutOfMemoryWithNothingLeftKeepsTheDevice) {
+  std::vector<std::vector<float>> got;
+  auto c = core({2, 3}, StatusCode::kOutOfMemory, false, /*only_faulty=*/true);
+  const Status s = run(*c, got);
+  ASSERT_EQ(s.code(), StatusCode::kOutOfMemory);
+  ASSERT_NE(c->backend, nullptr);
+  EXPECT_TRUE(c->usable().ok());
+  EXPECT_EQ(c->device().id, "faulty:0");
+  // The device still works for the next request, from the position the failure left.
+  std::vector<float> logits;
+  EXPECT_TRUE(c->run(std::vector<int32_t>{5, 6}, false, logits).ok());
+}
+
+TEST_F(EngineFallback, BadAllocInComputeIsAnOutOfMemoryAndIsRetried) {
+  std::vector<std::vector<float>> want, got;
+  ASSERT_TRUE(run(*core({}, StatusCode::kOk, false), want).ok());
+  auto c = core({2}, kBadAlloc, false);
+  ASSERT_TRUE(run(*c, got).ok());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(scratch_releases_, 1);
+  EXPECT_EQ(c->device().id, "faulty:0");
+}
+
+TEST_F(EngineFallback, BadAllocWhileLoadingWeightsMovesToTheNextDevice) {
+  auto c = core({0}, kBadAlloc, false);
+  const Status s = c->start_device(0);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(s.message().find("loading the weights"), std::string::npos) << s.message();
+  EXPECT_EQ(c->backend, nullptr);
+  ASSERT_TRUE(c->start_device(1).ok());
+  std::vector<std::vector<float>> got;
+  EXPECT_TRUE(run(*c, got).ok());
 }
 
 }  // namespace

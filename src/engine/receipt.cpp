@@ -30,6 +30,7 @@ double per_second(int64_t n, double seconds) { return seconds > 0 ? static_cast<
 
 Result<std::string> Engine::receipt_json(const GenerateStats& stats) const {
   const Impl& m = *impl_;
+  BITNET_RETURN_IF_ERROR(m.usable());
   using nlohmann::json;
   json fallbacks = json::array();
   for (const Fallback& f : m.fallbacks) fallbacks.push_back({{"from", f.from}, {"to", f.to}, {"reason", f.reason}});
@@ -43,6 +44,7 @@ Result<std::string> Engine::receipt_json(const GenerateStats& stats) const {
        {{"device", m.options.device},
         {"gpu_backend", m.options.gpu_backend},
         {"gpu_device", m.options.gpu_device},
+        {"cpu_isa", m.options.cpu_isa},
         {"strict", m.options.strict}}},
       {"detected", m.plan.detected},
       {"selected", m.device().id},

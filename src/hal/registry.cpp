@@ -22,13 +22,15 @@ namespace bitnet::hal {
 
 namespace {
 
-BackendProbe probe_cpu() {
+// The CPU device's id names the kernel set that will run ("cpu-avx2"); a requested set the
+// CPU cannot run makes the CPU unavailable, with the reason.
+BackendProbe probe_cpu(const std::string& requested_isa) {
   const CpuFeatures f = detect_cpu_features();
+  const Result<std::string> isa = cpu::resolve_cpu_isa(requested_isa);
+  if (!isa.ok()) return {"cpu", true, false, "BITNET_CPU_ISA: " + isa.status().message(), {}};
   DeviceInfo d;
   d.backend = "cpu";
-  // The kernels that run are the scalar reference ones whatever the ISA offers; SIMD
-  // kernels (and ids such as cpu-avx2) arrive with the SIMD issue.
-  d.id = "cpu-scalar";
+  d.id = "cpu-" + *isa;
   d.name = f.model_name;
   d.vendor = "host";
   d.compute_units = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -89,7 +91,7 @@ std::vector<std::string> compiled_backends() {
 
 std::vector<BackendProbe> probe_backends(const ProbeOptions& options) {
   std::vector<BackendProbe> probes;
-  probes.push_back(probe_cpu());
+  probes.push_back(probe_cpu(options.cpu_isa));
 #if BITNET_HAVE_CUDA
   probes.push_back(cuda::probe());
 #else
@@ -110,9 +112,9 @@ std::vector<BackendProbe> probe_backends(const ProbeOptions& options) {
   return probes;
 }
 
-Result<std::unique_ptr<Backend>> create_backend(const DeviceInfo& device, int n_threads) {
+Result<std::unique_ptr<Backend>> create_backend(const DeviceInfo& device, const BackendOptions& options) {
   if (device.is_fake) return unavailable(fmt::format("{} is a fake device (BITNET_GPU_FAKE) and cannot run", device.id));
-  if (device.backend == "cpu") return cpu::make_cpu_backend({n_threads});
+  if (device.backend == "cpu") return cpu::make_cpu_backend({options.n_threads, options.cpu_isa});
 #if BITNET_HAVE_OPENCL
   if (device.backend == "opencl") return opencl::make_backend(device.index);
 #endif

@@ -39,6 +39,8 @@ Result<SelectionPlan> plan_selection(const std::vector<BackendProbe>& probes,
   const DeviceInfo* cpu = nullptr;
   std::vector<const DeviceInfo*> gpus;
   for (const BackendProbe& p : probes) {
+    // The CPU is always there; it is unavailable only when the requested kernel set is not.
+    if (!p.available && p.backend == "cpu") return invalid_argument("cpu: " + p.reason);
     if (!p.available && p.backend != "cpu") {
       const bool fakes_only = !p.devices.empty();
       if (!fakes_only) {

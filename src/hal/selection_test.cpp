@@ -107,7 +107,7 @@ TEST(Registry, FakeGpusAreListedAndSelectedButCannotRun) {
       ++fakes;
       EXPECT_TRUE(d.is_gpu);
       EXPECT_TRUE(d.backend == "cuda" || d.backend == "hip") << d.backend;
-      auto b = create_backend(d, 1);
+      auto b = create_backend(d, {1, ""});
       ASSERT_FALSE(b.ok());
       EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
     }
@@ -120,6 +120,21 @@ TEST(Registry, FakeGpusAreListedAndSelectedButCannotRun) {
   ASSERT_FALSE(real.empty());
   EXPECT_EQ(real.front().backend, "cpu");
   EXPECT_TRUE(real.front().available);
+}
+
+TEST(Registry, TheCpuIdNamesTheKernelSetAndAnUnknownSetIsAClearError) {
+  const auto probes = probe_backends({{}, "scalar"});
+  ASSERT_EQ(probes.front().backend, "cpu");
+  ASSERT_EQ(probes.front().devices.size(), 1u);
+  EXPECT_EQ(probes.front().devices[0].id, "cpu-scalar");
+
+  const auto bogus = probe_backends({{}, "avx9"});
+  EXPECT_FALSE(bogus.front().available);
+  const auto plan = plan_selection(bogus, {"auto", "", -1, false});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("avx9"), std::string::npos) << plan.status().message();
+  EXPECT_NE(plan.status().message().find("scalar"), std::string::npos) << plan.status().message();
 }
 
 }  // namespace

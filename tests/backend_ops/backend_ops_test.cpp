@@ -326,10 +326,10 @@ TEST_P(BackendOps, EveryRunnableBackendMatchesTheCpuReference) {
   std::mt19937 rng(1234);
   Weights w;
   c.make_weights(w, rng);
-  auto cpu = cpu::make_cpu_backend({1});
+  auto cpu = cpu::make_cpu_backend({1, "scalar"});
   const auto want = run_case(*cpu, c, w);
   for (const hal::DeviceInfo& d : devices) {
-    auto backend = hal::create_backend(d, 1);
+    auto backend = hal::create_backend(d, {1, ""});
     ASSERT_TRUE(backend.ok()) << d.id << ": " << backend.status().to_string();
     const auto got = run_case(**backend, c, w);
     ASSERT_EQ(got.size(), want.size());

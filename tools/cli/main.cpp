@@ -37,6 +37,7 @@ Result<EngineOptions> engine_options_from_env(const ModelFlags& flags) {
   o.n_ctx = flags.n_ctx;
   o.device = !flags.device.empty() ? flags.device : !env("BITNET_DEVICE").empty() ? env("BITNET_DEVICE") : "auto";
   o.gpu_backend = env("BITNET_GPU_BACKEND");
+  o.cpu_isa = env("BITNET_CPU_ISA");
   if (const std::string idx = env("BITNET_GPU_DEVICE"); !idx.empty()) {
     char* end = nullptr;
     const long v = std::strtol(idx.c_str(), &end, 10);

@@ -29,7 +29,7 @@ TEST_P(OpenclModel, LogitsMatchCpuThroughPrefillAndDecode) {
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const ModelConfig& c = model->config();
   const hal::KvShape kv = {static_cast<int32_t>(c.n_layer), std::min<int64_t>(c.n_ctx_train, 64), c.n_embd_kv()};
-  auto cpu = cpu::make_cpu_backend({1});
+  auto cpu = cpu::make_cpu_backend({1, "scalar"});
   ASSERT_TRUE(cpu->load_weights(model->weight_table()).ok());
   ASSERT_TRUE(cpu->init_kv(kv).ok());
   const Status loaded = cl->load_weights(model->weight_table());

@@ -115,7 +115,7 @@ inline void expect_close(std::span<const float> cl, std::span<const float> cpu, 
 // every step's output.
 inline void compare_with_cpu(hal::Backend& cl, const WeightTable& table, const hal::KvShape& kv,
                              const std::vector<Step>& steps, double rtol, double atol, const std::string& what) {
-  auto cpu = cpu::make_cpu_backend({1});
+  auto cpu = cpu::make_cpu_backend({1, "scalar"});
   ASSERT_TRUE(cpu->load_weights(table.descs()).ok());
   ASSERT_TRUE(cpu->init_kv(kv).ok());
   const Status loaded = cl.load_weights(table.descs());

@@ -24,7 +24,7 @@ namespace bitnet::vulkan::test {
   ASSERT_TRUE(var##_result.ok()) << var##_result.status().to_string();                       \
   std::unique_ptr<::bitnet::hal::Backend> var = std::move(var##_result).value()
 
-inline std::unique_ptr<hal::Backend> cpu_reference() { return cpu::make_cpu_backend({2}); }
+inline std::unique_ptr<hal::Backend> cpu_reference() { return cpu::make_cpu_backend({2, "scalar"}); }
 
 struct Diff {
   double max_abs = 0.0;
