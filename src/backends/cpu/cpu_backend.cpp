@@ -11,6 +11,7 @@
 #include "backends/cpu/weights.h"
 #include "core/check.h"
 #include "core/thread_pool.h"
+#include "hal/validate.h"
 #include "quant/act_quant.h"
 
 namespace bitnet::cpu {
@@ -49,11 +50,12 @@ class CpuBackend final : public hal::Backend {
       BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d));
       weights_.push_back(std::move(w));
     }
+    shapes_ = hal::weight_shapes(weights);
     return {};
   }
 
   Status init_kv(const hal::KvShape& shape) override {
-    kv_ = shape;
+    kv_ = {};  // set only once the cache exists: compute() refuses to run before
     const size_t n = static_cast<size_t>(shape.n_layer) * static_cast<size_t>(shape.n_ctx) *
                      static_cast<size_t>(shape.n_embd_kv);
     try {
@@ -62,6 +64,7 @@ class CpuBackend final : public hal::Backend {
     } catch (const std::bad_alloc&) {
       return out_of_memory(fmt::format("KV cache of {} MiB", 2 * n * sizeof(float) >> 20));
     }
+    kv_ = shape;
     return {};
   }
 
@@ -84,6 +87,7 @@ class CpuBackend final : public hal::Backend {
 
   ThreadPool pool_;
   std::vector<CpuWeight> weights_;
+  std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
   hal::KvShape kv_;
   std::vector<float> k_cache_;  // [n_layer][n_ctx][n_embd_kv]
   std::vector<float> v_cache_;
@@ -109,17 +113,10 @@ void CpuBackend::prepare_acts(const hal::Graph& graph) {
 
 Status CpuBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens,
                            std::span<float> logits) {
-  if (static_cast<int64_t>(tokens.size()) != graph.n_tokens) {
-    return internal_error("token count does not match the graph");
-  }
-  if (graph.pos0 + graph.n_tokens > kv_.n_ctx) {
-    return out_of_range(fmt::format("positions up to {} exceed the context of {}",
-                                    graph.pos0 + graph.n_tokens, kv_.n_ctx));
-  }
+  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
   prepare_acts(graph);
   for (const hal::Op& op : graph.ops) BITNET_RETURN_IF_ERROR(run_op(graph, op, tokens));
   const std::vector<float>& out = acts_[static_cast<size_t>(graph.logits)].f32;
-  if (logits.size() != out.size()) return internal_error("logits buffer has the wrong size");
   std::copy(out.begin(), out.end(), logits.begin());
   return {};
 }
@@ -132,15 +129,9 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op,
   const auto f32 = [&](hal::ActId id) { return acts_[static_cast<size_t>(id)].f32.data(); };
   switch (op.kind) {
     case hal::OpKind::kEmbed: {
-      const CpuWeight& w = weight(op.w);
-      if (w.is_ternary()) return unsupported("a ternary token embedding is not supported");
+      const CpuWeight& w = weight(op.w);  // token ids were checked by hal::validate_graph
       for (int64_t t = 0; t < graph.n_tokens; ++t) {
-        const int32_t id = tokens[static_cast<size_t>(t)];
-        if (id < 0 || id >= w.n_rows) {
-          return invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id,
-                                              w.n_rows - 1));
-        }
-        dequantize_row(w, id, f32(op.dst) + t * w.n_cols);
+        dequantize_row(w, tokens[static_cast<size_t>(t)], f32(op.dst) + t * w.n_cols);
       }
       kernels_used_.insert("embed_scalar");
       return {};
@@ -267,6 +258,11 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
 }
 
 }  // namespace
+
+Result<std::string> resolve_cpu_isa(std::string_view requested) {
+  if (requested.empty() || requested == "scalar") return std::string("scalar");
+  return invalid_argument(fmt::format("unknown CPU kernel set '{}' (known: scalar)", requested));
+}
 
 std::unique_ptr<hal::Backend> make_cpu_backend(const CpuOptions& options) {
   const int n = options.n_threads > 0 ? options.n_threads : ThreadPool::hardware_threads();

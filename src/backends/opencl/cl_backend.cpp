@@ -17,6 +17,7 @@
 #include "backends/opencl/cl_kernels.h"
 #include "backends/opencl/cl_options.h"
 #include "backends/opencl/cl_weights.h"
+#include "hal/validate.h"
 
 namespace bitnet::opencl {
 
@@ -57,6 +58,7 @@ class ClBackend final : public hal::Backend {
       BITNET_ASSIGN_OR_RETURN(DeviceWeight w, upload_weight(d, allocator_, queue_.get()));
       weights_.push_back(std::move(w));
     }
+    shapes_ = hal::weight_shapes(weights);
     return {};
   }
 
@@ -107,12 +109,12 @@ class ClBackend final : public hal::Backend {
   BufferPool pool_;
   Kernels kernels_;
   std::vector<DeviceWeight> weights_;
+  std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
   hal::KvShape kv_;
   std::vector<DeviceBuffer> k_cache_;  // per layer: [n_ctx][n_embd_kv] f32
   std::vector<DeviceBuffer> v_cache_;
   std::vector<ActBuffers> acts_;       // during compute()
   DeviceBuffer tokens_;                // during compute(): int32[n_tokens]
-  std::span<const int32_t> host_tokens_;  // during compute()
   DeviceBuffer scores_;                // during compute(), attention scratch
   DeviceBuffer rope_table_;            // during compute(): float2 (cos, sin)[n_tokens][n_rot / 2]
   std::vector<float> rope_host_;       // its host copy, alive until the queue has read it
@@ -148,7 +150,6 @@ Status ClBackend::prepare_acts(const hal::Graph& graph) {
   acts_.resize(graph.acts.size());
   for (size_t i = 0; i < graph.acts.size(); ++i) {
     const hal::ActDesc& d = graph.acts[i];
-    if (d.n_rows <= 0 || d.n_cols <= 0) return internal_error(fmt::format("activation {} is empty", d.name));
     const size_t n = static_cast<size_t>(d.n_rows * d.n_cols);
     ActBuffers& b = acts_[i];
     if (d.type == hal::ActType::kF32) {
@@ -175,21 +176,8 @@ void ClBackend::release_acts() {
 }
 
 Status ClBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
-  if (static_cast<int64_t>(tokens.size()) != graph.n_tokens || graph.n_tokens <= 0) {
-    return internal_error("token count does not match the graph");
-  }
-  if (k_cache_.empty()) return internal_error("compute() before init_kv()");
-  if (graph.pos0 < 0 || graph.pos0 + graph.n_tokens > kv_.n_ctx) {
-    return out_of_range(fmt::format("positions up to {} exceed the context of {}", graph.pos0 + graph.n_tokens, kv_.n_ctx));
-  }
-  if (graph.logits < 0 || static_cast<size_t>(graph.logits) >= graph.acts.size() ||
-      graph.acts[static_cast<size_t>(graph.logits)].type != hal::ActType::kF32) {
-    return internal_error("the graph's logits are not a float activation");
-  }
-  const hal::ActDesc& out = graph.acts[static_cast<size_t>(graph.logits)];
-  if (logits.size() != static_cast<size_t>(out.n_rows * out.n_cols)) return internal_error("logits buffer has the wrong size");
+  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, k_cache_.empty() ? hal::KvShape{} : kv_));
 
-  host_tokens_ = tokens;
   Status status = prepare_acts(graph);
   if (status.ok()) {
     auto t = pool_.acquire(tokens.size_bytes(), "token ids");
@@ -214,7 +202,6 @@ Status ClBackend::compute(const hal::Graph& graph, std::span<const int32_t> toke
     (void)clFinish(queue_.get());  // nothing in flight may still use the buffers handed back below
   }
   release_acts();
-  host_tokens_ = {};
   return status;
 }
 
@@ -237,17 +224,13 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
       return embed(graph, op);
     case hal::OpKind::kRmsNorm: {
       const hal::ActDesc& d = desc(op.dst);
-      const DeviceWeight* w = weight(op.w);
-      if (w == nullptr || w->format != DeviceFormat::kF32 || w->n_rows != 1 || w->n_cols != d.n_cols) {
-        return unsupported("rms_norm needs a 1-D weight as long as the rows");
-      }
+      const DeviceWeight* w = weight(op.w);  // 1-D weights are uploaded as F32
       cl_kernel k = kernels_.get("rms_norm_f32");
       BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), act(op.a), w->chunks[0].data.get(), static_cast<cl_int>(d.n_cols), op.eps));
       return enqueue("rms_norm_f32", {static_cast<size_t>(d.n_rows) * wg, 1, 1}, true);
     }
     case hal::OpKind::kQuantizeAct: {
       const hal::ActDesc& d = desc(op.dst);
-      if (d.type != hal::ActType::kQ8) return internal_error("quantize_act into a float activation");
       const ActBuffers& q = acts_[static_cast<size_t>(op.dst)];
       cl_kernel k = kernels_.get("quantize_act");
       BITNET_RETURN_IF_ERROR(set_args(k, q.data.get(), q.scale.get(), q.sum.get(), act(op.a), static_cast<cl_int>(d.n_cols)));
@@ -258,7 +241,6 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
     case hal::OpKind::kScale: {
       const hal::ActDesc& d = desc(op.dst);
       const DeviceWeight* w = weight(op.w);
-      if (w == nullptr || w->format != DeviceFormat::kF32) return unsupported("scale needs a float weight");
       cl_kernel k = kernels_.get("scale_f32");
       const auto n = static_cast<cl_ulong>(d.n_rows * d.n_cols);
       BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), w->chunks[0].data.get(), n));
@@ -268,11 +250,6 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
       const hal::ActDesc& d = desc(op.dst);
       const hal::RopeParams& p = graph.rope;
       const int32_t head_dim = graph.attn.head_dim;
-      if (p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim ||
-          static_cast<int64_t>(op.n_head) * head_dim > d.n_cols) {
-        return unsupported(fmt::format("rope of {} dims over {} heads of {} in rows of {}", p.n_rot, op.n_head, head_dim, d.n_cols));
-      }
-      if (d.n_rows != graph.n_tokens) return internal_error("rope rows differ from the tokens");
       BITNET_RETURN_IF_ERROR(upload_rope_table(graph));
       const cl_int neox = p.style == hal::RopeStyle::kNeox ? 1 : 0;
       cl_kernel k = kernels_.get("rope_f32");
@@ -283,10 +260,6 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
     }
     case hal::OpKind::kStoreKv: {
       const hal::ActDesc& d = desc(op.a);
-      if (op.il < 0 || op.il >= kv_.n_layer || d.n_cols != kv_.n_embd_kv || desc(op.b).n_cols != kv_.n_embd_kv ||
-          desc(op.b).n_rows != d.n_rows) {
-        return internal_error("store_kv does not match the KV cache");
-      }
       const auto il = static_cast<size_t>(op.il);
       cl_kernel k = kernels_.get("store_kv_f32");
       BITNET_RETURN_IF_ERROR(set_args(k, k_cache_[il].get(), v_cache_[il].get(), act(op.a), act(op.b),
@@ -302,9 +275,6 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
     case hal::OpKind::kCopyRows: {
       const hal::ActDesc& d = desc(op.dst);
       const hal::ActDesc& s = desc(op.a);
-      if (s.n_cols != d.n_cols || op.row0 < 0 || op.row0 + d.n_rows > s.n_rows) {
-        return internal_error("copy_rows out of range");
-      }
       cl_kernel k = kernels_.get("copy_rows_f32");
       const auto n = static_cast<cl_ulong>(d.n_rows * d.n_cols);
       BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), act(op.a), static_cast<cl_ulong>(op.row0 * s.n_cols), n));
@@ -315,17 +285,7 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
 }
 
 Status ClBackend::embed(const hal::Graph& graph, const hal::Op& op) {
-  const DeviceWeight* w = weight(op.w);
-  if (w == nullptr) return internal_error("embed: bad weight id");
-  if (w->is_ternary()) return unsupported(fmt::format("a ternary token embedding ({}) is not supported", w->name));
-  const hal::ActDesc& d = graph.acts[static_cast<size_t>(op.dst)];
-  if (d.n_cols != w->n_cols || d.n_rows != graph.n_tokens) return internal_error("embed: shapes do not match");
-  // Checked on the host, as the CPU does, before any kernel reads the uploaded ids.
-  for (int32_t id : host_tokens_) {
-    if (id < 0 || id >= w->n_rows) {
-      return invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id, w->n_rows - 1));
-    }
-  }
+  const DeviceWeight* w = weight(op.w);  // token ids were checked by hal::validate_graph
   const std::string name = fmt::format("embed_{}", format_name(w->format));
   cl_kernel k = kernels_.get(name);
   for (const WeightChunk& c : w->chunks) {
@@ -338,17 +298,10 @@ Status ClBackend::embed(const hal::Graph& graph, const hal::Op& op) {
 }
 
 Status ClBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
-  const DeviceWeight* w = weight(op.w);
-  if (w == nullptr) return internal_error("matmul: bad weight id");
+  const DeviceWeight* w = weight(op.w);  // shapes and types were checked by hal::validate_graph
   const hal::ActDesc& src = graph.acts[static_cast<size_t>(op.a)];
-  const hal::ActDesc& dst = graph.acts[static_cast<size_t>(op.dst)];
-  if (src.n_cols != w->n_cols || dst.n_cols != w->n_rows || dst.n_rows != src.n_rows) {
-    return internal_error(fmt::format("matmul {}: [{}x{}] x [{}x{}] -> [{}x{}]", w->name, src.n_rows, src.n_cols,
-                                      w->n_rows, w->n_cols, dst.n_rows, dst.n_cols));
-  }
   const size_t wg = static_cast<size_t>(kernels_.work_group());
   if (src.type == hal::ActType::kQ8) {
-    if (!w->is_ternary()) return unsupported(fmt::format("int8 activations with the {} weight {}", ggml_type_name(w->type), w->name));
     const ActBuffers& x = acts_[static_cast<size_t>(op.a)];
     cl_kernel k = kernels_.get("matmul_w2a8");
     for (const WeightChunk& c : w->chunks) {
@@ -359,7 +312,6 @@ Status ClBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
     }
     return {};
   }
-  if (w->is_ternary()) return unsupported(fmt::format("float activations with the ternary weight {}", w->name));
   const std::string name = fmt::format("matmul_{}", format_name(w->format));
   cl_kernel k = kernels_.get(name);
   for (const WeightChunk& c : w->chunks) {
@@ -377,13 +329,6 @@ Status ClBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
 Status ClBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const hal::AttentionParams& p = graph.attn;
   const hal::ActDesc& q = graph.acts[static_cast<size_t>(op.a)];
-  const int64_t n_embd = static_cast<int64_t>(p.n_head) * p.head_dim;
-  if (p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.head_dim <= 0 ||
-      static_cast<int64_t>(p.n_head_kv) * p.head_dim > kv_.n_embd_kv || q.n_cols != n_embd ||
-      graph.acts[static_cast<size_t>(op.dst)].n_cols != n_embd || op.il < 0 || op.il >= kv_.n_layer) {
-    return unsupported(fmt::format("attention with {} heads, {} kv heads of {} over a cache of {}", p.n_head,
-                                   p.n_head_kv, p.head_dim, kv_.n_embd_kv));
-  }
   // Scores of every (token, head) over the whole context: sized by n_ctx so that every
   // decode step asks the pool for the same buffer.
   const size_t n_scores = static_cast<size_t>(q.n_rows * p.n_head * kv_.n_ctx);
@@ -431,10 +376,6 @@ Status ClBackend::upload_rope_table(const hal::Graph& graph) {
 Status ClBackend::elementwise(const hal::Graph& graph, const hal::Op& op) {
   const hal::ActDesc& d = graph.acts[static_cast<size_t>(op.dst)];
   const int64_t n = d.n_rows * d.n_cols;
-  for (hal::ActId id : {op.a, op.b}) {
-    const hal::ActDesc& s = graph.acts[static_cast<size_t>(id)];
-    if (s.type != hal::ActType::kF32 || s.n_rows * s.n_cols != n) return internal_error("elementwise shapes differ");
-  }
   const std::string name = fmt::format("{}_f32", hal::op_name(op.kind));
   cl_kernel k = kernels_.get(name);
   BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), act(op.a), act(op.b), static_cast<cl_ulong>(n)));

@@ -52,6 +52,7 @@ Status VulkanBackend::load_weights(std::span<const hal::WeightDesc> weights) {
     weight_bytes_ += w.device_bytes();
     weights_.push_back(std::move(w));
   }
+  shapes_ = hal::weight_shapes(weights);
   return {};
 }
 

@@ -14,6 +14,7 @@
 #include "backends/vulkan/vk_pipelines.h"
 #include "backends/vulkan/vk_weights.h"
 #include "hal/backend.h"
+#include "hal/validate.h"
 
 namespace bitnet::vulkan {
 
@@ -53,7 +54,6 @@ class VulkanBackend final : public hal::Backend {
   VulkanBackend() = default;
 
   // vk_compute.cpp
-  Status check_graph(const hal::Graph& graph, std::span<const int32_t> tokens) const;
   Status prepare(const hal::Graph& graph, std::span<const int32_t> tokens);
   Status record_op(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op);
   Status record_matmul(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op);
@@ -72,6 +72,7 @@ class VulkanBackend final : public hal::Backend {
   std::unique_ptr<BufferPool> pool_;
   uint64_t max_binding_bytes_ = 0;
   std::vector<DeviceWeight> weights_;
+  std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
   uint64_t weight_bytes_ = 0;
   hal::KvShape kv_;
   std::vector<Buffer> k_cache_;  // per layer: [n_ctx][n_embd_kv] floats

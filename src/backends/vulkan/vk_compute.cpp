@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backends/vulkan/vk_backend_impl.h"
+#include "hal/validate.h"
 
 namespace bitnet::vulkan {
 
@@ -96,56 +97,6 @@ Status VulkanBackend::dispatch(VkCommandBuffer cb, Kernel kernel, std::initializ
   return {};
 }
 
-Status VulkanBackend::check_graph(const hal::Graph& graph, std::span<const int32_t> tokens) const {
-  if (static_cast<int64_t>(tokens.size()) != graph.n_tokens) return internal_error("token count does not match the graph");
-  if (k_cache_.empty() && kv_.n_layer == 0) {
-    for (const hal::Op& op : graph.ops) {
-      if (op.kind == hal::OpKind::kStoreKv || op.kind == hal::OpKind::kAttention) {
-        return internal_error("the KV cache is not allocated (init_kv)");
-      }
-    }
-  }
-  if (graph.pos0 < 0 || graph.pos0 + graph.n_tokens > kv_.n_ctx) {
-    return out_of_range(fmt::format("positions up to {} exceed the context of {}", graph.pos0 + graph.n_tokens, kv_.n_ctx));
-  }
-  const auto act_ok = [&](hal::ActId id) { return id >= 0 && static_cast<size_t>(id) < graph.acts.size(); };
-  const auto weight_ok = [&](hal::WeightId id) { return id >= 0 && static_cast<size_t>(id) < weights_.size(); };
-  if (!act_ok(graph.logits) || graph.acts[static_cast<size_t>(graph.logits)].type != hal::ActType::kF32) {
-    return internal_error("the graph has no F32 logits activation");
-  }
-  for (const hal::Op& op : graph.ops) {
-    const std::string_view name = hal::op_name(op.kind);
-    if (!act_ok(op.dst) && op.kind != hal::OpKind::kStoreKv) return internal_error(fmt::format("{}: bad dst", name));
-    switch (op.kind) {
-      case hal::OpKind::kEmbed:
-      case hal::OpKind::kRmsNorm:
-      case hal::OpKind::kScale:
-      case hal::OpKind::kMatmul:
-        if (!weight_ok(op.w)) return internal_error(fmt::format("{}: bad weight id {}", name, op.w));
-        break;
-      default:
-        break;
-    }
-    const bool needs_a = op.kind != hal::OpKind::kEmbed && op.kind != hal::OpKind::kScale && op.kind != hal::OpKind::kRope;
-    const bool needs_b = op.kind == hal::OpKind::kStoreKv || op.kind == hal::OpKind::kSiluMul ||
-                         op.kind == hal::OpKind::kRelu2Mul || op.kind == hal::OpKind::kAdd;
-    if (needs_a && !act_ok(op.a)) return internal_error(fmt::format("{}: bad input a", name));
-    if (needs_b && !act_ok(op.b)) return internal_error(fmt::format("{}: bad input b", name));
-    if ((op.kind == hal::OpKind::kStoreKv || op.kind == hal::OpKind::kAttention) && (op.il < 0 || op.il >= kv_.n_layer)) {
-      return internal_error(fmt::format("{}: layer {} outside the KV cache", name, op.il));
-    }
-    if (op.kind == hal::OpKind::kEmbed) {
-      const DeviceWeight& w = weight(op.w);
-      for (int32_t id : tokens) {
-        if (id < 0 || id >= w.n_rows) {
-          return invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id, w.n_rows - 1));
-        }
-      }
-    }
-  }
-  return {};
-}
-
 void VulkanBackend::release_acts() {
   for (DeviceAct& a : acts_) {
     pool_->release(std::move(a.f32));
@@ -216,10 +167,8 @@ Status VulkanBackend::prepare(const hal::Graph& graph, std::span<const int32_t> 
 }
 
 Status VulkanBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
-  BITNET_RETURN_IF_ERROR(check_graph(graph, tokens));
-  const hal::ActDesc& out = graph.acts[static_cast<size_t>(graph.logits)];
-  const uint64_t out_bytes = static_cast<uint64_t>(out.n_rows * out.n_cols) * 4;
-  if (logits.size() * 4 != out_bytes) return internal_error("logits buffer has the wrong size");
+  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
+  const uint64_t out_bytes = logits.size_bytes();
   Status s = prepare(graph, tokens);
   if (s.ok()) {
     for (VkDescriptorPool p : descriptor_pools_) vkResetDescriptorPool(ctx_->device(), p, 0);
