@@ -28,6 +28,7 @@ struct EngineOptions {
   std::vector<std::string> fake_gpus;  // fake devices for selection tests (ignored when strict)
   int n_threads = 0;            // CPU threads; 0 = every hardware thread
   std::string cpu_isa;          // CPU kernel set ("scalar", "avx2", ...); "" = the best this CPU runs
+  std::string head_type;        // requantize the output head at load: "f16" | "q8_0" | "q6_K"; "" = as stored
   int64_t n_ctx = 0;            // context length; 0 = the model's own
   int64_t n_batch = 512;        // prompt tokens per forward step
   // Receives one line per event worth telling (fallbacks, warnings); may be empty.

@@ -14,6 +14,8 @@
 #include "hal/registry.h"
 #include "hal/selection.h"
 #include "model/model.h"
+#include "model/requantize.h"
+#include "quant/quant.h"
 #include "model/sampler.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/weight_check.h"
@@ -69,6 +71,23 @@ ModelSummary summarize_model(const Model& m) {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
+namespace {
+
+// --head-type: the output head (tied: the token embedding too) in another type.
+Status requantize_head(EngineCore& impl) {
+  BITNET_ASSIGN_OR_RETURN(const GgmlType type, parse_head_type(impl.options.head_type));
+  const hal::WeightId id = impl.model.weights().output;
+  const hal::WeightDesc& head = impl.model.weight_table()[static_cast<size_t>(id)];
+  if (head.type == type) return {};
+  if (quant::is_ternary(head.type)) return unsupported(fmt::format("{} is ternary; --head-type needs a float head", head.name));
+  impl.log(fmt::format("requantizing {} from {} to {}", head.name, ggml_type_name(head.type), ggml_type_name(type)));
+  BITNET_ASSIGN_OR_RETURN(impl.head_bytes, requantize_rows(head, type, impl.options.n_threads));
+  impl.model.replace_weight(id, type, impl.head_bytes);
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   // Containers sized from the file (vocabulary, tensor tables) may still fail to grow.
   try {
@@ -89,6 +108,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& opt
   auto model = Model::from_gguf(impl->file);
   if (!model.ok()) return model.status().with_context(path);
   impl->model = std::move(model).value();
+  if (!options.head_type.empty()) BITNET_RETURN_IF_ERROR(requantize_head(*impl).with_context(path));
   auto tokenizer = Tokenizer::from_gguf(impl->file);
   if (!tokenizer.ok()) return tokenizer.status().with_context(path);
   impl->tokenizer = std::move(tokenizer).value();

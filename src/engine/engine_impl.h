@@ -28,6 +28,7 @@ struct EngineCore {
   EngineOptions options;
   gguf::File file;
   Model model;
+  std::vector<uint8_t> head_bytes;     // the output head requantized at load (--head-type)
   std::optional<Tokenizer> tokenizer;  // engaged once loaded
   hal::SelectionPlan plan;
   size_t candidate = 0;                // index of the device in use in plan.candidates

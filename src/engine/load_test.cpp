@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "bitnet/engine.h"
@@ -50,6 +52,39 @@ TEST_F(EngineLoad, ASmallerContextOfTheSameModelLoads) {
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   EXPECT_EQ((*engine)->n_ctx(), 64);
   EXPECT_TRUE((*engine)->eval(std::vector<int32_t>{1, 2, 3}, false).ok());
+}
+
+// --head-type q8_0: the tied F16 head (and embedding) requantized at load; logits move by the
+// quantization error only.
+TEST_F(EngineLoad, AHeadRequantizedAtLoadGivesCloseLogits) {
+  auto f16 = Engine::load(options(64));
+  ASSERT_TRUE(f16.ok()) << f16.status().to_string();
+  EngineOptions o = options(64);
+  o.head_type = "q8_0";
+  auto q8 = Engine::load(o);
+  ASSERT_TRUE(q8.ok()) << q8.status().to_string();
+  EXPECT_NE((*q8)->model().weight_types.find("q8_0:1"), std::string::npos) << (*q8)->model().weight_types;
+  const std::vector<int32_t> tokens = {1, 5, 9, 200};
+  const auto a = (*f16)->eval(tokens, false);
+  const auto b = (*q8)->eval(tokens, false);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // A random model amplifies the embedding's rounding through its int8 activations, so the
+  // bar is the correlation of the logits, not their distance.
+  double sab = 0, saa = 0, sbb = 0, sa = 0, sb = 0;
+  const double n = static_cast<double>(a->size());
+  for (size_t i = 0; i < a->size(); ++i) {
+    const double x = (*a)[i], y = (*b)[i];
+    sa += x; sb += y; sab += x * y; saa += x * x; sbb += y * y;
+  }
+  const double corr = (sab - sa * sb / n) / std::sqrt((saa - sa * sa / n) * (sbb - sb * sb / n));
+  EXPECT_NE(*a, *b);        // the head really changed ...
+  EXPECT_GT(corr, 0.999);   // ... by Q8_0's rounding only
+  EXPECT_LT(corr, 1.0);
+
+  o.head_type = "q5";
+  const auto bad = Engine::load(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -45,6 +45,13 @@ class Model {
   std::span<const hal::WeightDesc> weight_table() const { return table_; }
   bool tied_head() const { return weights_.output == weights_.token_embd; }
 
+  // Points weight `id` at other bytes of another type (same shape), e.g. a requantized head;
+  // the bytes must outlive the model.
+  void replace_weight(hal::WeightId id, GgmlType type, std::span<const uint8_t> bytes) {
+    table_[static_cast<size_t>(id)].type = type;
+    table_[static_cast<size_t>(id)].bytes = bytes;
+  }
+
   // The op list for n_tokens tokens at positions pos0.. (logits for the last or every token).
   hal::Graph build_graph(int64_t n_tokens, int64_t pos0, LogitRows rows) const;
 
