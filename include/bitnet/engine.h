@@ -59,6 +59,9 @@ struct ModelSummary {
   std::string weight_types;   // e.g. "f32:13 i2_s:14 f16:1"
   uint64_t n_params = 0;
   uint64_t weight_bytes = 0;  // bytes of all weights in the file
+  // Weight bytes one decode step reads: every weight but the rows of an untied token embedding
+  // (a lookup reads one row). The bandwidth bound of decoding is read GB/s / this.
+  uint64_t bytes_per_token = 0;
 };
 
 struct GenerateStats {

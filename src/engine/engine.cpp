@@ -57,10 +57,14 @@ ModelSummary summarize_model(const Model& m) {
   s.n_ff = c.n_ff;
   s.tied_head = m.tied_head();
   std::map<std::string, int> types;
-  for (const hal::WeightDesc& w : m.weight_table()) {
+  const auto table = m.weight_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    const hal::WeightDesc& w = table[i];
     types[std::string(ggml_type_name(w.type))]++;
     s.n_params += static_cast<uint64_t>(w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]);
     s.weight_bytes += w.bytes.size();
+    const bool lookup_only = static_cast<hal::WeightId>(i) == m.weights().token_embd && !m.tied_head();
+    if (!lookup_only) s.bytes_per_token += w.bytes.size();
   }
   for (const auto& [name, count] : types) {
     s.weight_types += fmt::format("{}{}:{}", s.weight_types.empty() ? "" : " ", name, count);

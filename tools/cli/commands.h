@@ -21,6 +21,7 @@ void add_logits_command(CLI::App& app, Runner& runner);
 void add_perplexity_command(CLI::App& app, Runner& runner);
 void add_synth_command(CLI::App& app, Runner& runner);
 void add_devices_command(CLI::App& app, Runner& runner);
+void add_bench_command(CLI::App& app, Runner& runner);  // tools/bench
 
 // Flags every model-loading command shares (-m, -t, -c, --device, --receipt).
 struct ModelFlags {

@@ -1,0 +1,239 @@
+// `bitnet bench`: llama-bench's tests (pp N: one N-token prompt; tg N: N single-token decode
+// steps from an empty cache) over models x head types x thread counts, with the achieved read
+// bandwidth of decoding next to tokens/s, and the machine's own read bandwidth to compare with.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <unistd.h>
+
+#include "commands.h"
+#include "membw.h"
+#include "report.h"
+
+namespace bitnet::cli {
+
+namespace {
+
+using bench::Row;
+
+constexpr int64_t kMaxTestTokens = 16384;
+
+int64_t hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+struct BenchFlags {
+  ModelFlags model;                 // --device (threads come from -t, models from -m below)
+  std::vector<std::string> models;  // -m, repeatable
+  std::string prompts_text = "128";
+  std::string gens_text = "64";
+  std::string threads_text;         // "" = every hardware thread
+  std::vector<int64_t> prompts;     // parsed from the texts by run()
+  std::vector<int64_t> gens;
+  std::vector<std::string> head_types = {""};
+  int reps = 3;
+  std::string output = "md";
+  bool membw_only = false;
+};
+
+// Peak resident memory since the last reset_peak_rss(), from /proc (0 where unknown).
+uint64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmHWM:") {
+      uint64_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+void reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";  // Linux: reset the peak RSS (VmHWM) to the current RSS
+}
+
+// Progress on stderr: one line rewritten in place on a terminal, a line per step otherwise.
+void progress(const std::string& line) {
+  static const bool tty = ::isatty(STDERR_FILENO) != 0;
+  if (tty) {
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  } else if (!line.empty()) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One test (pp or tg) repeated: samples of tokens/s. Returns an error Status on failure.
+Result<std::vector<double>> run_test(Engine& engine, int64_t n_prompt, int64_t n_gen, int reps,
+                                     const std::string& label) {
+  std::mt19937 rng(42);
+  const auto random_token = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(engine.n_vocab())); };
+  const int32_t first = engine.bos_id().value_or(0);
+  std::vector<double> samples;
+  for (int r = -1; r < reps; ++r) {  // r == -1: the warm-up run, not counted (as llama-bench)
+    if (r < 0) progress(label + " warm-up");
+    engine.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (n_prompt > 0) {
+      std::vector<int32_t> tokens(static_cast<size_t>(n_prompt));
+      tokens[0] = first;
+      for (size_t i = 1; i < tokens.size(); ++i) tokens[i] = random_token();
+      BITNET_ASSIGN_OR_RETURN(auto logits, engine.eval(tokens, false));
+    } else {
+      int32_t token = first;
+      for (int64_t i = 0; i < (r < 0 ? 1 : n_gen); ++i) {
+        BITNET_ASSIGN_OR_RETURN(auto logits, engine.eval(std::span<const int32_t>(&token, 1), false));
+        token = random_token();
+      }
+    }
+    const double seconds = seconds_since(t0);
+    if (r >= 0) samples.push_back(static_cast<double>(n_prompt + n_gen) / seconds);
+  }
+  return samples;
+}
+
+// Every test of one loaded engine.
+Status bench_engine(const BenchFlags& f, Engine& engine, Row base, const std::map<int, double>& membw,
+                    std::vector<Row>& rows) {
+  std::vector<std::pair<int64_t, int64_t>> tests;
+  for (int64_t p : f.prompts) tests.emplace_back(p, 0);
+  for (int64_t n : f.gens) tests.emplace_back(0, n);
+  for (const auto& [n_prompt, n_gen] : tests) {
+    Row row = base;
+    row.n_prompt = n_prompt;
+    row.n_gen = n_gen;
+    const std::string label = fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
+    BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, n_prompt, n_gen, f.reps, label));
+    if (n_gen > 0) {
+      const auto it = membw.find(row.n_threads);
+      row.membw_gbps = it == membw.end() ? 0.0 : it->second;
+    }
+    rows.push_back(std::move(row));
+  }
+  progress("");
+  return {};
+}
+
+// "128,512" -> {128, 512}, each in [lo, hi]; an error message otherwise.
+Result<std::vector<int64_t>> parse_list(const std::string& text, const char* flag, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  for (size_t pos = 0; pos <= text.size();) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
+      return invalid_argument(fmt::format("{} takes a comma-separated list of integers in [{}, {}], got '{}'", flag, lo, hi, text));
+    }
+    out.push_back(v);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+int run(BenchFlags f) {
+  const std::string all_threads = std::to_string(hardware_threads());
+  auto prompts = parse_list(f.prompts_text, "-p", 1, kMaxTestTokens);
+  auto gens = parse_list(f.gens_text, "-n", 1, kMaxTestTokens);
+  auto threads = parse_list(f.threads_text.empty() ? all_threads : f.threads_text, "-t", 1, 4 * hardware_threads());
+  for (const auto* r : {&prompts, &gens, &threads}) {
+    if (!r->ok()) return fail(r->status());
+  }
+  f.prompts = *prompts;
+  f.gens = *gens;
+  if (f.models.empty() && !f.membw_only) {
+    std::fprintf(stderr, "error: bench needs a model (-m FILE) unless --membw is given\n");
+    return 2;
+  }
+  std::map<int, double> membw;
+  for (int64_t t64 : *threads) {
+    const int t = static_cast<int>(t64);
+    progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", t));
+    membw[t] = bench::measure_read_bandwidth(t);
+  }
+  progress("");
+  if (f.membw_only) {
+    for (const auto& [t, gbps] : membw) fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s\n", t, gbps);
+    return 0;
+  }
+  std::vector<Row> rows;
+  for (const std::string& path : f.models) {
+    for (const std::string& head : f.head_types) {
+      for (int64_t t64 : *threads) {
+        const int t = static_cast<int>(t64);
+        ModelFlags mf = f.model;
+        mf.model = path;
+        mf.n_threads = t;
+        mf.n_ctx = *std::max_element(f.prompts.begin(), f.prompts.end()) + *std::max_element(f.gens.begin(), f.gens.end()) + 1;
+        auto options = engine_options_from_env(mf);
+        if (!options.ok()) return fail(options.status());
+        options->head_type = head;
+        options->n_batch = std::max<int64_t>(512, *std::max_element(f.prompts.begin(), f.prompts.end()));
+        reset_peak_rss();
+        const auto t0 = std::chrono::steady_clock::now();
+        auto engine = Engine::load(*options);
+        if (!engine.ok()) return fail(engine.status());
+        Row base = bench::describe(**engine, path, head);
+        base.n_threads = t;
+        base.load_seconds = seconds_since(t0);
+        base.peak_rss_bytes = peak_rss_bytes();
+        const Status s = bench_engine(f, **engine, base, membw, rows);
+        if (!s.ok()) return fail(s.with_context(path));
+      }
+    }
+  }
+  std::fputs(bench::format_rows(rows, f.output).c_str(), stdout);
+  return 0;
+}
+
+// The flag's check: the list parses (the same parse runs again when the command runs).
+CLI::Validator list_check(const char* flag, int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [=](const std::string& text) {
+        auto r = parse_list(text, flag, lo, hi);
+        return r.ok() ? std::string() : r.status().message();
+      },
+      "LIST");
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Runner& runner) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "llama-bench-style speed test: prompt (pp) and decode (tg) tokens/s, decode GB/s against the "
+               "machine's read bandwidth, load time and peak memory");
+  cmd->add_option("-m,--model", f->models, "GGUF model file (repeat -m to measure several in one run)")
+      ->take_all();
+  cmd->add_option("-p,--n-prompt", f->prompts_text, "prompt lengths, comma-separated (default: 128)")
+      ->check(list_check("-p", 1, kMaxTestTokens));
+  cmd->add_option("-n,--n-gen", f->gens_text, "decode lengths, comma-separated (default: 64)")
+      ->check(list_check("-n", 1, kMaxTestTokens));
+  cmd->add_option("-t,--threads", f->threads_text,
+                  fmt::format("thread counts, comma-separated, at most {} (default: {})", 4 * hardware_threads(), hardware_threads()))
+      ->check(list_check("-t", 1, 4 * hardware_threads()));
+  cmd->add_option("-r,--repetitions", f->reps, "runs of each test after one warm-up run (default: 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--head-type", f->head_types, "requantize the output head: f16|q8_0|q6_K (repeatable)");
+  cmd->add_option("-o,--output", f->output, "md|json|csv (default: md)")->check(CLI::IsMember({"md", "json", "csv"}));
+  cmd->add_flag("--membw", f->membw_only, "only measure the machine's read bandwidth");
+  cmd->add_option("--device", f->model.device, "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: $BITNET_DEVICE, else auto)");
+  cmd->callback([f, &runner] { runner = [f] { return run(*f); }; });
+}
+
+}  // namespace bitnet::cli

@@ -1,0 +1,132 @@
+#include "report.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+namespace bitnet::bench {
+
+std::string Row::test_name() const {
+  return n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+}
+
+double Row::avg_ts() const {
+  if (samples_ts.empty()) return 0.0;
+  return std::accumulate(samples_ts.begin(), samples_ts.end(), 0.0) / static_cast<double>(samples_ts.size());
+}
+
+// Sample standard deviation, as llama-bench reports it (0 for a single run).
+double Row::stddev_ts() const {
+  if (samples_ts.size() < 2) return 0.0;
+  const double avg = avg_ts();
+  double sum = 0.0;
+  for (double x : samples_ts) sum += (x - avg) * (x - avg);
+  return std::sqrt(sum / static_cast<double>(samples_ts.size() - 1));
+}
+
+double Row::gbps() const { return n_gen > 0 ? static_cast<double>(bytes_per_token) * avg_ts() / 1e9 : 0.0; }
+
+Row describe(const Engine& engine, const std::string& path, const std::string& head_type) {
+  const ModelSummary& m = engine.model();
+  Row r;
+  r.model_path = path;
+  r.model_name = !m.name.empty() ? m.name : std::filesystem::path(path).filename().string();
+  r.model_type = m.architecture + " " + m.weight_types;
+  r.model_size = m.weight_bytes;
+  r.n_params = m.n_params;
+  r.bytes_per_token = m.bytes_per_token;
+  r.backend = engine.backend_name();
+  r.head_type = head_type;
+  return r;
+}
+
+namespace {
+
+std::string head_label(const Row& r) { return r.head_type.empty() ? "file" : r.head_type; }
+
+std::string size_label(uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  return b >= (1 << 30) ? fmt::format("{:.2f} GiB", b / (1 << 30)) : fmt::format("{:.2f} MiB", b / (1 << 20));
+}
+
+std::string count_label(uint64_t n) {
+  const double x = static_cast<double>(n);
+  return x >= 1e9 ? fmt::format("{:.2f} B", x / 1e9) : fmt::format("{:.2f} M", x / 1e6);
+}
+
+std::string markdown(const std::vector<Row>& rows) {
+  std::string out =
+      "| model | size | params | backend | head | threads | test | t/s | GB/s | of read bw | load s | peak RSS |\n"
+      "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const Row& r : rows) {
+    std::string bw = "", frac = "";
+    if (r.n_gen > 0) {
+      bw = fmt::format("{:.1f}", r.gbps());
+      if (r.membw_gbps > 0) frac = fmt::format("{:.0f}% of {:.1f}", 100.0 * r.gbps() / r.membw_gbps, r.membw_gbps);
+    }
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {:.2f} | {} |\n",
+                       r.model_name, size_label(r.model_size), count_label(r.n_params), r.backend, head_label(r),
+                       r.n_threads, r.test_name(), r.avg_ts(), r.stddev_ts(), bw, frac, r.load_seconds,
+                       size_label(r.peak_rss_bytes));
+  }
+  return out;
+}
+
+// llama-bench's field names where they exist, then ours.
+nlohmann::ordered_json to_json(const Row& r) {
+  std::vector<double> samples_ns;
+  for (double ts : r.samples_ts) samples_ns.push_back(static_cast<double>(r.n_prompt + r.n_gen) / ts * 1e9);
+  const double avg_ns = samples_ns.empty() ? 0.0 : std::accumulate(samples_ns.begin(), samples_ns.end(), 0.0) / static_cast<double>(samples_ns.size());
+  return {{"model_filename", r.model_path},
+          {"model_type", r.model_type},
+          {"model_size", r.model_size},
+          {"model_n_params", r.n_params},
+          {"backends", r.backend},
+          {"n_threads", r.n_threads},
+          {"n_prompt", r.n_prompt},
+          {"n_gen", r.n_gen},
+          {"avg_ns", static_cast<uint64_t>(avg_ns)},
+          {"avg_ts", r.avg_ts()},
+          {"stddev_ts", r.stddev_ts()},
+          {"samples_ts", r.samples_ts},
+          {"head_type", head_label(r)},
+          {"bytes_per_token", r.bytes_per_token},
+          {"gbps", r.gbps()},
+          {"membw_gbps", r.membw_gbps},
+          {"load_seconds", r.load_seconds},
+          {"peak_rss_bytes", r.peak_rss_bytes}};
+}
+
+std::string csv_field(const nlohmann::ordered_json& v) {
+  if (v.is_string()) return "\"" + v.get<std::string>() + "\"";
+  if (v.is_array()) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : " ") + x.dump();
+    return "\"" + s + "\"";
+  }
+  return v.dump();
+}
+
+}  // namespace
+
+std::string format_rows(const std::vector<Row>& rows, const std::string& format) {
+  if (format == "md") return markdown(rows);
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const Row& r : rows) all.push_back(to_json(r));
+  if (format == "json") return all.dump(2) + "\n";
+  std::string out;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i == 0) {
+      for (auto it = all[0].begin(); it != all[0].end(); ++it) out += (it == all[0].begin() ? "" : ",") + it.key();
+      out += "\n";
+    }
+    for (auto it = all[i].begin(); it != all[i].end(); ++it) out += (it == all[i].begin() ? "" : ",") + csv_field(it.value());
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace bitnet::bench

@@ -1,0 +1,42 @@
+// Results of `bitnet bench` and their output as a llama-bench-style markdown table, JSON (with
+// llama-bench's field names) or CSV.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bitnet/engine.h"
+
+namespace bitnet::bench {
+
+struct Row {
+  std::string model_path;
+  std::string model_name;      // general.name or the file name
+  std::string model_type;      // "bitnet-b1.58 i2_s:210 f32:121 f16:1"
+  uint64_t model_size = 0;     // bytes of all weights
+  uint64_t n_params = 0;
+  uint64_t bytes_per_token = 0;
+  std::string backend;         // device id, naming the kernel set: "cpu-avx2"
+  std::string head_type;       // "" = as stored
+  int n_threads = 0;
+  int64_t n_prompt = 0;
+  int64_t n_gen = 0;
+  std::vector<double> samples_ts;
+  double membw_gbps = 0.0;     // the machine's read bandwidth on n_threads (decode rows)
+  double load_seconds = 0.0;
+  uint64_t peak_rss_bytes = 0;
+
+  std::string test_name() const;  // "pp128", "tg64"
+  double avg_ts() const;
+  double stddev_ts() const;
+  double gbps() const;            // decode: bytes_per_token x tokens/s
+};
+
+// The fields every row of one engine shares.
+Row describe(const Engine& engine, const std::string& path, const std::string& head_type);
+
+// format: "md" | "json" | "csv".
+std::string format_rows(const std::vector<Row>& rows, const std::string& format);
+
+}  // namespace bitnet::bench
