@@ -1,0 +1,64 @@
+#include "report.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "membw.h"
+
+namespace bitnet::bench {
+namespace {
+
+Row decode_row() {
+  Row r;
+  r.model_path = "m.gguf";
+  r.model_name = "m";
+  r.model_size = 3u << 30;
+  r.n_params = 2'400'000'000;
+  r.bytes_per_token = 1'000'000'000;
+  r.backend = "cpu-avx2";
+  r.n_threads = 2;
+  r.n_gen = 64;
+  r.samples_ts = {10.0, 12.0, 14.0};
+  r.membw_gbps = 20.0;
+  return r;
+}
+
+TEST(BenchReport, StatisticsAndBandwidth) {
+  const Row r = decode_row();
+  EXPECT_EQ(r.test_name(), "tg64");
+  EXPECT_DOUBLE_EQ(r.avg_ts(), 12.0);
+  EXPECT_DOUBLE_EQ(r.stddev_ts(), 2.0);  // sample standard deviation, as llama-bench
+  EXPECT_DOUBLE_EQ(r.gbps(), 12.0);      // 1 GB per token x 12 tokens/s
+  Row p = r;
+  p.n_gen = 0;
+  p.n_prompt = 128;
+  EXPECT_EQ(p.test_name(), "pp128");
+  EXPECT_DOUBLE_EQ(p.gbps(), 0.0);       // bandwidth is reported for decoding only
+}
+
+TEST(BenchReport, JsonUsesLlamaBenchFieldNames) {
+  const auto j = nlohmann::json::parse(format_rows({decode_row()}, "json"));
+  ASSERT_EQ(j.size(), 1u);
+  for (const char* key : {"model_filename", "model_type", "model_size", "model_n_params", "n_threads", "n_prompt",
+                          "n_gen", "avg_ns", "avg_ts", "stddev_ts", "samples_ts", "gbps", "membw_gbps"}) {
+    EXPECT_TRUE(j[0].contains(key)) << key;
+  }
+  EXPECT_EQ(j[0]["n_gen"], 64);
+  EXPECT_DOUBLE_EQ(j[0]["avg_ts"].get<double>(), 12.0);
+}
+
+TEST(BenchReport, MarkdownAndCsvCarryTheSameRow) {
+  const std::string md = format_rows({decode_row()}, "md");
+  EXPECT_NE(md.find("| cpu-avx2 | file | 2 | tg64 | 12.00 ± 2.00 | 12.0 | 60% of 20.0 |"), std::string::npos) << md;
+  const std::string csv = format_rows({decode_row()}, "csv");
+  EXPECT_EQ(csv.rfind("model_filename,model_type,", 0), 0u) << csv;
+  EXPECT_NE(csv.find("\"cpu-avx2\",2,0,64,"), std::string::npos) << csv;
+}
+
+TEST(BenchMembw, MeasuresAPositiveBandwidth) {
+  const double gbps = measure_read_bandwidth(1, size_t{16} << 20, 2);
+  EXPECT_GT(gbps, 0.1);
+}
+
+}  // namespace
+}  // namespace bitnet::bench
