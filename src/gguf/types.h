@@ -26,6 +26,7 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ4_NL = 20,
   kI8 = 24,
   kI16 = 25,
   kI32 = 26,

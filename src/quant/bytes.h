@@ -19,6 +19,14 @@ inline uint16_t load_u16(const uint8_t* p) {
 
 inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof(v)); }
 
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, sizeof(v)); }
+
 inline float load_f32(const uint8_t* p) {
   float v;
   std::memcpy(&v, p, sizeof(v));

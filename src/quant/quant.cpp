@@ -9,7 +9,13 @@
 #include "core/fp16.h"
 #include "quant/bytes.h"
 #include "quant/i2s.h"
+#include "quant/iq4.h"
+#include "quant/q2_k_q3_k.h"
+#include "quant/q4_k_q5_k.h"
+#include "quant/q4_q5.h"
+#include "quant/q6_k.h"
 #include "quant/q8_0.h"
+#include "quant/q8_k.h"
 #include "quant/tq.h"
 
 namespace bitnet::quant {
@@ -17,10 +23,54 @@ namespace {
 
 bool is_tq(GgmlType type) { return type == GgmlType::kTQ1_0 || type == GgmlType::kTQ2_0; }
 
+// F32/F16/BF16 and the ternary formats, which have paths of their own both ways.
+bool is_float_or_ternary(GgmlType type) {
+  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 ||
+         is_ternary(type);
+}
+
+// ggml's block formats with a scalar reference here, as one-block functions (elements and
+// bytes per block come from gguf/types). A null function is one ggml's reference does not have
+// (Q8_1 is never dequantized) or that is not implemented here (the Q2_K, Q3_K and IQ4_NL
+// quantizers).
+struct BlockCodec {
+  GgmlType type;
+  void (*dequantize)(const uint8_t* src, float* y);
+  void (*quantize)(const float* x, uint8_t* dst);
+};
+
+constexpr BlockCodec kBlockCodecs[] = {
+    {GgmlType::kQ4_0, q4_0_dequantize_block, q4_0_quantize_block},
+    {GgmlType::kQ4_1, q4_1_dequantize_block, q4_1_quantize_block},
+    {GgmlType::kQ5_0, q5_0_dequantize_block, q5_0_quantize_block},
+    {GgmlType::kQ5_1, q5_1_dequantize_block, q5_1_quantize_block},
+    {GgmlType::kQ8_0, q8_0_dequantize_block, q8_0_quantize_block},
+    {GgmlType::kQ8_1, nullptr, q8_1_quantize_block},
+    {GgmlType::kQ2_K, q2_K_dequantize_block, nullptr},
+    {GgmlType::kQ3_K, q3_K_dequantize_block, nullptr},
+    {GgmlType::kQ4_K, q4_K_dequantize_block, q4_K_quantize_block},
+    {GgmlType::kQ5_K, q5_K_dequantize_block, q5_K_quantize_block},
+    {GgmlType::kQ6_K, q6_K_dequantize_block, q6_K_quantize_block},
+    {GgmlType::kQ8_K, q8_K_dequantize_block, q8_K_quantize_block},
+    {GgmlType::kIQ4_NL, iq4_nl_dequantize_block, nullptr},
+};
+
+const BlockCodec* find_codec(GgmlType type) {
+  for (const BlockCodec& c : kBlockCodecs) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+// Every codec type is in gguf/types' table.
+GgmlTypeTraits traits_of(GgmlType type) {
+  return *ggml_type_traits(static_cast<uint32_t>(type));
+}
+
 // Elements the layout packs together: n (or a row) must be a multiple of it.
 int64_t layout_block(GgmlType type) {
+  if (find_codec(type) != nullptr) return traits_of(type).block_elems;
   switch (type) {
-    case GgmlType::kQ8_0: return kQ8_0BlockElems;
     case GgmlType::kTQ1_0:
     case GgmlType::kTQ2_0: return kTqBlockElems;
     case GgmlType::kI2_S: return kI2sGroupElems;
@@ -109,16 +159,15 @@ Status i2s_dequantize(std::span<const uint8_t> src, int64_t n, float* dst) {
 bool is_ternary(GgmlType type) { return type == GgmlType::kI2_S || is_tq(type); }
 
 bool can_dequantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kI2_S:
-    case GgmlType::kTQ2_0:
-    case GgmlType::kTQ1_0: return true;
-    default: return false;
-  }
+  if (is_float_or_ternary(type)) return true;
+  const BlockCodec* c = find_codec(type);
+  return c != nullptr && c->dequantize != nullptr;
+}
+
+bool can_quantize(GgmlType type) {
+  if (is_float_or_ternary(type)) return true;
+  const BlockCodec* c = find_codec(type);
+  return c != nullptr && c->quantize != nullptr;
 }
 
 Status dequantize(GgmlType type, std::span<const uint8_t> src, int64_t n, float* dst) {
@@ -137,13 +186,17 @@ Status dequantize(GgmlType type, std::span<const uint8_t> src, int64_t n, float*
     case GgmlType::kBF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(load_u16(p + 2 * i));
       return Status::ok_status();
-    case GgmlType::kQ8_0:
-      for (int64_t b = 0; b < n / kQ8_0BlockElems; ++b) {
-        q8_0_dequantize_block(p + b * kQ8_0BlockBytes, dst + b * kQ8_0BlockElems);
+    case GgmlType::kI2_S: return i2s_dequantize(src, n, dst);
+    case GgmlType::kTQ1_0:
+    case GgmlType::kTQ2_0: return tq_dequantize(type, p, n, dst);
+    default: {
+      const BlockCodec& c = *find_codec(type);
+      const GgmlTypeTraits t = traits_of(type);
+      for (int64_t b = 0; b < n / t.block_elems; ++b) {
+        c.dequantize(p + b * t.block_bytes, dst + b * t.block_elems);
       }
       return Status::ok_status();
-    case GgmlType::kI2_S: return i2s_dequantize(src, n, dst);
-    default: return tq_dequantize(type, p, n, dst);
+    }
   }
 }
 
@@ -162,7 +215,7 @@ Status ternary_decode(GgmlType type, std::span<const uint8_t> src, int64_t n, ui
 
 Result<std::vector<uint8_t>> quantize(GgmlType type, const float* src, int64_t n_rows,
                                       int64_t n_per_row) {
-  if (!can_dequantize(type)) {  // the same set of types both ways
+  if (!can_quantize(type)) {
     return unsupported(fmt::format("cannot quantize to {}", ggml_type_name(type)));
   }
   if (n_rows < 0 || n_per_row < 0) {
@@ -190,20 +243,24 @@ Result<std::vector<uint8_t>> quantize(GgmlType type, const float* src, int64_t n
     case GgmlType::kBF16:
       for (int64_t i = 0; i < n; ++i) store_u16(out + 2 * i, fp32_to_bf16(src[i]));
       break;
-    case GgmlType::kQ8_0:
-      BITNET_RETURN_IF_ERROR(check_finite(src, n, type));
-      for (int64_t b = 0; b < n / kQ8_0BlockElems; ++b) {
-        q8_0_quantize_block(src + b * kQ8_0BlockElems, out + b * kQ8_0BlockBytes);
-      }
-      break;
     case GgmlType::kI2_S:
       BITNET_RETURN_IF_ERROR(check_finite(src, n, type));
       i2s_quantize(src, n, out);
       break;
-    default:
+    case GgmlType::kTQ1_0:
+    case GgmlType::kTQ2_0:
       BITNET_RETURN_IF_ERROR(check_finite(src, n, type));
       tq_quantize(type, src, n, out);
       break;
+    default: {
+      BITNET_RETURN_IF_ERROR(check_finite(src, n, type));
+      const BlockCodec& c = *find_codec(type);
+      const GgmlTypeTraits t = traits_of(type);
+      for (int64_t b = 0; b < n / t.block_elems; ++b) {
+        c.quantize(src + b * t.block_elems, out + b * t.block_bytes);
+      }
+      break;
+    }
   }
   return dst;
 }
@@ -262,6 +319,36 @@ Result<TernaryRows> decode_ternary_rows(GgmlType type, std::span<const uint8_t> 
     t.scales = std::move(scales);
   }
   return t;
+}
+
+std::optional<GgmlType> vec_dot_type(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ8_0: return GgmlType::kQ8_0;
+    case GgmlType::kQ4_1: return GgmlType::kQ8_1;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K: return GgmlType::kQ8_K;
+    default: return std::nullopt;
+  }
+}
+
+Result<float> vec_dot(GgmlType type, std::span<const uint8_t> w, std::span<const uint8_t> a,
+                      int64_t n) {
+  const std::optional<GgmlType> a_type = vec_dot_type(type);
+  if (!a_type) {
+    return unsupported(fmt::format("no reference dot product for {}", ggml_type_name(type)));
+  }
+  BITNET_RETURN_IF_ERROR(check_src(type, w, n));
+  BITNET_RETURN_IF_ERROR(check_src(*a_type, a, n));
+  switch (type) {
+    case GgmlType::kQ4_0: return vec_dot_q4_0_q8_0(n, w.data(), a.data());
+    case GgmlType::kQ4_1: return vec_dot_q4_1_q8_1(n, w.data(), a.data());
+    case GgmlType::kQ8_0: return vec_dot_q8_0_q8_0(n, w.data(), a.data());
+    case GgmlType::kQ4_K: return vec_dot_q4_K_q8_K(n, w.data(), a.data());
+    case GgmlType::kQ5_K: return vec_dot_q5_K_q8_K(n, w.data(), a.data());
+    default: return vec_dot_q6_K_q8_K(n, w.data(), a.data());
+  }
 }
 
 }  // namespace bitnet::quant

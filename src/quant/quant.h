@@ -1,12 +1,14 @@
 // Weight formats: scalar reference encode/decode, bit-exact with the formats' owners
-// (ggml for Q8_0/TQ1_0/TQ2_0, bitnet.cpp for I2_S). Kernels of every backend are checked
-// against these. Layouts are recorded in the per-format headers (q8_0.h, tq1_0.h, tq2_0.h, i2s.h).
+// (ggml for Q4_0..Q8_1, the K quants and TQ1_0/TQ2_0, bitnet.cpp for I2_S). Kernels of every
+// backend are checked against these. Layouts are recorded in the per-format headers (q4_q5.h,
+// q8_0.h, q2_k_q3_k.h, q4_k_q5_k.h, q6_k.h, q8_k.h, iq4.h, tq1_0.h, tq2_0.h, i2s.h).
 //
 // Ternary "codes" are w + 1 in {0, 1, 2} (one byte per element); code 3 never appears in a
 // well-formed tensor and decoding one is a kCorruptFile Status.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -16,11 +18,16 @@
 namespace bitnet::quant {
 
 bool is_ternary(GgmlType type);      // I2_S, TQ2_0, TQ1_0
-bool can_dequantize(GgmlType type);  // F32, F16, BF16, Q8_0, I2_S, TQ2_0, TQ1_0
+// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, Q8_K, IQ4_NL, I2_S, TQ2_0, TQ1_0.
+bool can_dequantize(GgmlType type);
+// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K, I2_S, TQ2_0,
+// TQ1_0 (Q8_1 is quantize-only, as in ggml; Q2_K, Q3_K and IQ4_NL are dequantize-only here).
+bool can_quantize(GgmlType type);
 
 // Dequantizes n elements from src, which must hold exactly ggml_tensor_n_bytes(type, n) bytes,
-// into dst[n]. Block formats need n to be a multiple of the block (Q8_0: 32, TQ*: 256,
-// I2_S: 128 and n > 0); I2_S is one unit whose scale trails the codes.
+// into dst[n]. Block formats need n to be a multiple of the block (Q4_0..Q8_0: 32, K quants and
+// TQ*: 256, I2_S: 128 and n > 0); I2_S is one unit whose scale trails the codes. Results are
+// bit-identical to ggml's dequantize_row_* (bitnet.cpp's for I2_S).
 Status dequantize(GgmlType type, std::span<const uint8_t> src, int64_t n, float* dst);
 
 // Elements sharing one scale: I2_S the whole tensor (n), TQ2_0/TQ1_0 256 (their fp16 d),
@@ -48,6 +55,14 @@ Result<TernaryRows> decode_ternary_rows(GgmlType type, std::span<const uint8_t> 
 // quantized types; F32/F16/BF16 carry them through.
 Result<std::vector<uint8_t>> quantize(GgmlType type, const float* src, int64_t n_rows,
                                       int64_t n_per_row);
+
+// The activation format of a weight type's scalar reference dot product: Q8_0 for Q4_0 and
+// Q8_0, Q8_1 for Q4_1, Q8_K for Q4_K, Q5_K and Q6_K; nullopt for other types.
+std::optional<GgmlType> vec_dot_type(GgmlType type);
+// The scalar reference dot product (ggml's generic ggml_vec_dot_<type>_<vec_dot_type>) of n
+// elements: w of `type`, a of vec_dot_type(type), each exactly n elements' bytes.
+Result<float> vec_dot(GgmlType type, std::span<const uint8_t> w, std::span<const uint8_t> a,
+                      int64_t n);
 
 // Packs codes[n] in {0,1,2} with scales as in ternary_decode (finite, >= 0; TQ scales must be
 // exact in fp16 so that decode(encode(x)) == x). I2_S's 28 trailer bytes are written as zeros.

@@ -21,12 +21,29 @@ TEST(Quant, TypeSupport) {
   EXPECT_TRUE(is_ternary(GgmlType::kTQ1_0));
   EXPECT_FALSE(is_ternary(GgmlType::kQ8_0));
   EXPECT_FALSE(is_ternary(GgmlType::kTL1));
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_0,
+                     GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
+                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_K,
                      GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
     EXPECT_TRUE(can_dequantize(t)) << ggml_type_name(t);
+    EXPECT_TRUE(can_quantize(t)) << ggml_type_name(t);
   }
-  EXPECT_FALSE(can_dequantize(GgmlType::kQ4_0));
+  // One way only: Q8_1 is an activation format ggml never dequantizes; the Q2_K, Q3_K and
+  // IQ4_NL quantizers are not implemented.
+  EXPECT_TRUE(can_quantize(GgmlType::kQ8_1));
+  EXPECT_FALSE(can_dequantize(GgmlType::kQ8_1));
+  for (GgmlType t : {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL}) {
+    EXPECT_TRUE(can_dequantize(t)) << ggml_type_name(t);
+    EXPECT_FALSE(can_quantize(t)) << ggml_type_name(t);
+  }
   EXPECT_FALSE(can_dequantize(GgmlType::kTL2));
+  EXPECT_FALSE(can_quantize(GgmlType::kTL2));
+  EXPECT_FALSE(can_dequantize(GgmlType::kI8));
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ4_0), GgmlType::kQ8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ4_1), GgmlType::kQ8_1);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ8_0), GgmlType::kQ8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ6_K), GgmlType::kQ8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ5_0), std::nullopt);
   EXPECT_EQ(ternary_scale_block(GgmlType::kI2_S, 4096), 4096);
   EXPECT_EQ(ternary_scale_block(GgmlType::kTQ2_0, 4096), 256);
   EXPECT_EQ(ternary_scale_block(GgmlType::kTQ1_0, 4096), 256);
@@ -35,9 +52,13 @@ TEST(Quant, TypeSupport) {
 
 TEST(Quant, UnsupportedTypesAreStatuses) {
   std::vector<float> x(256, 1.0f), y(256);
-  std::vector<uint8_t> bytes(144, 0);  // one Q4_K block
-  EXPECT_EQ(quantize(GgmlType::kQ4_K, x.data(), 1, 256).status().code(), StatusCode::kUnsupported);
-  EXPECT_EQ(dequantize(GgmlType::kQ4_K, bytes, 256, y.data()).code(), StatusCode::kUnsupported);
+  std::vector<uint8_t> bytes(144, 0);
+  EXPECT_EQ(quantize(GgmlType::kQ2_K, x.data(), 1, 256).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(dequantize(GgmlType::kQ8_1, std::span(bytes).first(36), 32, y.data()).code(),
+            StatusCode::kUnsupported);
+  EXPECT_EQ(dequantize(GgmlType::kTL2, bytes, 256, y.data()).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(vec_dot(GgmlType::kQ5_0, std::span(bytes).first(22), bytes, 32).status().code(),
+            StatusCode::kUnsupported);
   std::vector<uint8_t> codes(256, 1);
   float s = 1.0f;
   EXPECT_EQ(ternary_encode(GgmlType::kQ8_0, codes.data(), &s, 256).status().code(),
@@ -58,7 +79,9 @@ TEST(Quant, PartialBlocksAreRefused) {
   for (const Case& c :
        {Case{GgmlType::kTQ2_0, 100}, Case{GgmlType::kTQ2_0, 384}, Case{GgmlType::kTQ1_0, 512 + 32},
         Case{GgmlType::kI2_S, 64}, Case{GgmlType::kI2_S, 128 + 4}, Case{GgmlType::kI2_S, 0},
-        Case{GgmlType::kQ8_0, 48}}) {
+        Case{GgmlType::kQ8_0, 48}, Case{GgmlType::kQ4_0, 16}, Case{GgmlType::kQ5_1, 80},
+        Case{GgmlType::kQ4_K, 128}, Case{GgmlType::kQ6_K, 256 + 32},
+        Case{GgmlType::kQ8_K, 100}}) {
     SCOPED_TRACE(::testing::Message() << ggml_type_name(c.type) << " n=" << c.n);
     EXPECT_FALSE(quantize(c.type, x.data(), 1, c.n).ok());
     EXPECT_FALSE(dequantize(c.type, bytes, c.n, y.data()).ok());
@@ -101,6 +124,17 @@ TEST(Quant, ByteSizeMismatchIsAStatus) {
   }
 }
 
+TEST(Quant, VecDotChecksItsOperands) {
+  std::vector<uint8_t> w(2 * 144, 0), a(2 * 292, 0);
+  EXPECT_TRUE(vec_dot(GgmlType::kQ4_K, w, a, 512).ok());
+  EXPECT_EQ(vec_dot(GgmlType::kQ4_K, w, std::span(a).first(292), 512).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(vec_dot(GgmlType::kQ4_K, std::span(w).first(143), a, 256).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(vec_dot(GgmlType::kQ4_K, w, a, 384).ok());  // not whole super-blocks
+  EXPECT_EQ(*vec_dot(GgmlType::kQ4_K, w, a, 512), 0.0f);
+}
+
 TEST(Quant, ZeroTensorDecodesToZeros) {
   std::vector<float> x(512, 0.0f), y(512, 7.0f);
   std::vector<uint8_t> codes(512);
@@ -132,7 +166,10 @@ TEST(Quant, EmptyTensors) {
 }
 
 TEST(Quant, NonFiniteInputsAreRefused) {
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
+  for (GgmlType type :
+       {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
+        GgmlType::kQ8_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_K,
+        GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
     for (float bad : {NAN, INFINITY, -INFINITY}) {
       std::vector<float> x(256, 0.25f);
       x[17] = bad;

@@ -1,0 +1,36 @@
+// IQ4_NL (GGML type 20) and IQ4_XS (type 23): 4-bit codes indexing a fixed non-linear table,
+// as ggml-common.h's block_iq4_nl / block_iq4_xs. Dequantization only, with the arithmetic of
+// ggml-quants.c's dequantize_row_iq4_{nl,xs} at llama.cpp
+// c392e5094deaf2d1a7c18683214f007fad3fe42b.
+//
+// IQ4_NL, 32 elements in 18 bytes:
+//   uint16_t d;       // fp16 scale
+//   uint8_t  qs[16];  // element j in the low nibble of qs[j], j + 16 in the high nibble
+//   w = d * kIq4NlValues[q]
+// IQ4_XS, 256 elements in 136 bytes, 8 sub-blocks of 32:
+//   uint16_t d;            // fp16 super-block scale
+//   uint16_t scales_h;     // top 2 bits of the 6-bit scale of sub-block s at bits 2s..2s+1
+//   uint8_t  scales_l[4];  // low 4 bits of scale s in scales_l[s / 2], nibble s % 2
+//   uint8_t  qs[128];      // sub-block s in qs[16s .. 16s+15], laid out as an IQ4_NL block
+//   w = (d * (scale - 32)) * kIq4NlValues[q]
+#pragma once
+
+#include <cstdint>
+
+namespace bitnet::quant {
+
+inline constexpr int64_t kIq4NlBlockElems = 32;
+inline constexpr int64_t kIq4NlBlockBytes = 18;
+inline constexpr int64_t kIq4XsBlockBytes = 136;
+
+// ggml's kvalues_iq4nl.
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// dequantize_row_iq4_nl: src[18] -> y[32].
+void iq4_nl_dequantize_block(const uint8_t* src, float* y);
+// dequantize_row_iq4_xs: src[136] -> y[256]. (GgmlType has no IQ4_XS yet: gguf's types test
+// pins id 23 as unknown, so quant::dequantize does not offer it.)
+void iq4_xs_dequantize_block(const uint8_t* src, float* y);
+
+}  // namespace bitnet::quant

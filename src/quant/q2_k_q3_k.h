@@ -1,0 +1,38 @@
+// Q2_K (GGML type 10) and Q3_K (type 11): 256-element super-blocks, 16 sub-blocks of 16, as
+// ggml-common.h's block_q2_K / block_q3_K. Dequantization only, with the arithmetic of
+// ggml-quants.c's dequantize_row_q{2,3}_K at llama.cpp c392e5094deaf2d1a7c18683214f007fad3fe42b.
+//
+// Both pack 2-bit codes the same way: element e = 128h + 32j + r (h < 2, j < 4, r < 32) in
+// qs[32h + r], bits 2j..2j+1; sub-block s = e / 16.
+//
+// Q2_K, 84 bytes:
+//   uint8_t  scales[16];  // sub-block s: low nibble scale sc, high nibble min m
+//   uint8_t  qs[64];      // 2-bit codes q in [0, 3]
+//   uint16_t d;           // fp16 scale of the sub-block scales
+//   uint16_t dmin;        // fp16 scale of the sub-block mins
+//   w = (d * sc) * q - dmin * m
+// Q3_K, 110 bytes:
+//   uint8_t  hmask[32];   // high bit of element e in hmask[e % 32], bit e / 32
+//   uint8_t  qs[64];      // low 2 bits of the codes
+//   uint8_t  scales[12];  // 16 6-bit scales: low 4 bits of scale s in scales[s % 8], low nibble
+//                         // for s < 8, high nibble for s >= 8; top 2 bits in scales[8 + s % 4],
+//                         // bits 2(s/4)..2(s/4)+1
+//   uint16_t d;           // fp16 super-block scale
+//   w = (d * (scale - 32)) * (low2 - (high bit ? 0 : 4))
+#pragma once
+
+#include <cstdint>
+
+namespace bitnet::quant {
+
+inline constexpr int64_t kQ2_KBlockBytes = 84;
+inline constexpr int64_t kQ3_KBlockBytes = 110;
+
+// dequantize_row_q{2,3}_K: src -> y[256].
+void q2_K_dequantize_block(const uint8_t* src, float* y);
+void q3_K_dequantize_block(const uint8_t* src, float* y);
+
+// The 6-bit scale (0..63, before the -32) of Q3_K sub-block s.
+int q3_K_scale(const uint8_t* scales, int s);
+
+}  // namespace bitnet::quant
