@@ -11,32 +11,51 @@
 
 namespace bitnet {
 
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  return "unknown file type";
+}
+
+// Only a non-empty regular file can be mapped: a FIFO or a device has no size to map
+// (/dev/zero would "map" as empty), a directory has no bytes.
+Status check_mappable(const std::string& path, const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return io_error(path + ": is a directory");
+  if (!S_ISREG(st.st_mode)) return io_error(path + ": is not a regular file (" + file_kind(st.st_mode) + ")");
+  if (st.st_size == 0) return io_error(path + ": is empty");
+  return {};
+}
+
+Status errno_error(const std::string& path, const char* what, int err) {
+  return io_error(path + ": " + what + ": " + std::strerror(err));
+}
+
+}  // namespace
+
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
+  // stat() first so that a FIFO or a device is never opened (opening a FIFO blocks until a
+  // writer appears); O_NONBLOCK and the fstat() below cover a file swapped in between.
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return io_error(path + ": cannot stat: " + std::strerror(err));
+  if (::stat(path.c_str(), &st) != 0) return errno_error(path, "cannot open", errno);
+  BITNET_RETURN_IF_ERROR(check_mappable(path, st));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return errno_error(path, "cannot open", errno);
+  Status s = ::fstat(fd, &st) != 0 ? errno_error(path, "cannot stat", errno) : check_mappable(path, st);
+  void* p = MAP_FAILED;
+  if (s.ok()) {
+    p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) s = errno_error(path, "cannot mmap", errno);
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return io_error(path + ": not a regular file");
-  }
+  ::close(fd);
+  if (!s.ok()) return s;
   MappedFile file;
   file.path_ = path;
   file.size_ = static_cast<size_t>(st.st_size);
-  if (file.size_ > 0) {
-    void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      return io_error(path + ": cannot mmap: " + std::strerror(err));
-    }
-    file.data_ = static_cast<const uint8_t*>(p);
-  }
-  ::close(fd);
+  file.data_ = static_cast<const uint8_t*>(p);
   return file;
 }
 

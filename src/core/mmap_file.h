@@ -1,4 +1,6 @@
 // A read-only memory-mapped file (move-only). Weights stay mapped for the engine's lifetime.
+// open() accepts only a non-empty regular file (symlinks followed); anything else is an
+// io_error naming the path and the reason ("is a directory", "is not a regular file (FIFO)").
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // The `bitnet` command line on good and bad input: bad input gets one clear error line and a
 // non-zero exit, never a crash or a hang.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -10,9 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "bitnet/devices.h"
 #include "golden_util.h"
 
 namespace bitnet {
@@ -25,6 +30,14 @@ struct Output {
   std::string out;
   std::string err;
 };
+
+// The CPU device's id on this machine ("cpu-" and the best kernel set it runs), as the library's
+// probe names it.
+std::string cpu_id() {
+  for (const BackendDescription& b : list_devices({}))
+    if (b.backend == "cpu" && !b.devices.empty()) return b.devices[0].id;
+  return "cpu-?";
+}
 
 fs::path temp_dir() {
   static const fs::path dir = [] {
@@ -96,8 +109,8 @@ TEST(Cli, SynthesizedModelRunsInEveryWeightType) {
     const Output o = run_cli("run -m " + model.string() + " -p hello -n 8 --temp 0 -t 2");
     EXPECT_EQ(o.exit_code, 0) << type << ": " << o.err;
     EXPECT_NE(o.err.find("generated: 8 tokens"), std::string::npos) << o.err;
-    EXPECT_NE(o.err.find("requested=auto detected=[cpu-scalar"), std::string::npos) << o.err;
-    EXPECT_NE(o.err.find("selected=cpu-scalar"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("requested=auto detected=[" + cpu_id()), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("selected=" + cpu_id()), std::string::npos) << o.err;
   }
 }
 
@@ -110,12 +123,46 @@ TEST(Cli, SameSeedSameText) {
   EXPECT_EQ(a.out, b.out);
 }
 
-TEST(Cli, UnreadableFiles) {
-  expect_clean_error(run_cli("run -m /nonexistent/model.gguf -p hi"), "cannot open");
-  expect_clean_error(run_cli("run -m " + temp_dir().string() + " -p hi"), "not a regular file");
+// Each a clear error naming the file and the reason, for every command that opens a model;
+// a FIFO must not block the open and /dev/zero must not be mapped.
+TEST(Cli, ModelPathThatIsNotAModelFile) {
+  const fs::path dir = temp_dir() / "dir.gguf";
+  fs::create_directories(dir);
   const fs::path empty = temp_dir() / "empty.gguf";
   std::ofstream(empty).close();
-  expect_clean_error(run_cli("inspect " + empty.string()), "empty.gguf");
+  const fs::path fifo = temp_dir() / "fifo.gguf";
+  if (!fs::exists(fifo)) ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const fs::path loop = temp_dir() / "loop.gguf", loop2 = temp_dir() / "loop2.gguf";
+  if (!fs::is_symlink(loop)) fs::create_symlink(loop2, loop);
+  if (!fs::is_symlink(loop2)) fs::create_symlink(loop, loop2);
+  const std::pair<std::string, std::string> cases[] = {
+      {dir.string(), "is a directory"},
+      {"/dev/zero", "is not a regular file (character device)"},
+      {fifo.string(), "is not a regular file (FIFO)"},
+      {empty.string(), "is empty"},
+      {loop.string(), "Too many levels of symbolic links"},
+      {"/nonexistent/model.gguf", "No such file or directory"},
+  };
+  const fs::path text = temp_dir() / "text.txt";
+  std::ofstream(text) << "Once upon a time";
+  for (const auto& [path, reason] : cases) {
+    for (const std::string& cmd : std::vector<std::string>{"run -p hi -m ", "tokenize -p hi -m ", "inspect ",
+                                                            "perplexity -f " + text.string() + " -m "}) {
+      const Output o = run_cli(cmd + path);
+      expect_clean_error(o, path + ": ");
+      expect_clean_error(o, reason);
+    }
+  }
+}
+
+// The perplexity text is read whole, so /dev/zero or a FIFO would never end.
+TEST(Cli, PerplexityTextThatIsNotARegularFile) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const fs::path fifo = temp_dir() / "text.fifo";
+  if (!fs::exists(fifo)) ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string path : {std::string("/dev/zero"), fifo.string(), temp_dir().string()}) {
+    expect_clean_error(run_cli("perplexity -m " + model.string() + " -f " + path), path + ": is not a regular file");
+  }
 }
 
 TEST(Cli, TruncatedModel) {
@@ -161,9 +208,10 @@ TEST(Cli, WrongShape) {
 }
 
 TEST(Cli, UnsupportedType) {
-  // F32 -> Q4_K (id 12) shrinks the tensor, so the file stays self-consistent.
-  const fs::path p = patch_tensor_info(synth("tiny-f32.gguf", "f32"), "type.gguf", "blk.0.ffn_down.weight", -1, 12);
-  expect_clean_error(run_cli("run -m " + p.string() + " -p hi"), "has type q4_K, which this engine does not run");
+  // F32 -> Q8_1 (id 9, an activation type no backend runs as a weight) shrinks the tensor, so the
+  // file stays self-consistent.
+  const fs::path p = patch_tensor_info(synth("tiny-f32.gguf", "f32"), "type.gguf", "blk.0.ffn_down.weight", -1, 9);
+  expect_clean_error(run_cli("run -m " + p.string() + " -p hi"), "has type q8_1, which this engine does not run");
 }
 
 TEST(Cli, PromptLongerThanContext) {
@@ -182,6 +230,91 @@ TEST(Cli, WrongFlags) {
   expect_clean_error(run_cli("run -m " + model.string() + " --device tpu"), "unknown device 'tpu'");
   expect_clean_error(run_cli("run -m " + model.string() + " --top-p 2"), "top-p");
   expect_clean_error(run_cli("logits -m " + model.string() + " --ids 1,99999 -o " + (temp_dir() / "l.f32").string()), "outside the vocabulary");
+}
+
+// Bad values for every numeric flag of every command: one short error line naming the flag
+// and its range, exit code 2, never a crash, a hang or an allocation of the requested size.
+struct BadFlag {
+  std::string flag;                 // as the error names it, e.g. "-n/--n-predict"
+  std::vector<std::string> values;  // each one refused
+};
+
+void expect_refused(const std::string& base, const BadFlag& f) {
+  const std::string name = f.flag.substr(f.flag.find('/') + 1);
+  for (const std::string& v : f.values) {
+    const Output o = run_cli(base + " " + name + " '" + v + "'");
+    const std::string what = base.substr(0, base.find(' ')) + " " + name + " " + v;
+    EXPECT_EQ(o.exit_code, 2) << what << ": " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << what << ": " << o.err;
+    EXPECT_EQ(o.err.rfind("error: " + f.flag + " must be ", 0), 0u) << what << ": " << o.err;
+    EXPECT_NE(o.err.find(" in ["), std::string::npos) << what << ": " << o.err;
+    EXPECT_LT(o.err.size(), 120u) << what << ": " << o.err;
+  }
+}
+
+const std::vector<std::string> kNotNumbers = {"nan", "abc", "", "5x", "0x10"};
+const std::vector<std::string> kNotFloats = {"nan", "inf", "abc", "", "1e999"};
+
+std::vector<std::string> with(std::vector<std::string> values, const std::vector<std::string>& more) {
+  values.insert(values.end(), more.begin(), more.end());
+  return values;
+}
+
+TEST(CliFlags, EveryNumericFlagRefusesBadValues) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const std::string m = model.string();
+  const std::string out = (temp_dir() / "flags.out").string();
+  const std::vector<BadFlag> engine_flags = {
+      {"-t/--threads", with({"-1", "1025", "100000", "99999999999999999999"}, kNotNumbers)},
+      {"-b/--batch-size", with({"0", "-5", "4097", "99999999999999999999"}, kNotNumbers)},
+  };
+  const std::vector<BadFlag> ctx_flag = {{"-c/--ctx-size", with({"-1", "1048577", "99999999999999999999"}, kNotNumbers)}};
+  const std::vector<BadFlag> run_flags = {
+      {"-n/--n-predict", with({"-5", "-2", "1048577", "99999999999999999999"}, kNotNumbers)},
+      {"--temp", with({"-0.5", "100.5", "1e30"}, kNotFloats)},
+      {"--top-k", with({"-1", "1048577", "99999999999999999999"}, kNotNumbers)},
+      {"--top-p", with({"-0.1", "1.01", "1e30"}, kNotFloats)},
+      {"--min-p", with({"-0.1", "1.01", "1e30"}, kNotFloats)},
+      {"--repeat-penalty", with({"0", "-1", "100.5", "1e30"}, kNotFloats)},
+      {"--repeat-last-n", with({"-2", "1048577", "99999999999999999999"}, kNotNumbers)},
+      {"--seed", with({"-2", "99999999999999999999"}, kNotNumbers)},
+  };
+  for (const std::string base : {"run -p hi -m " + m, "tokenize -p hi -m " + m, "logits -p hi -o " + out + " -m " + m}) {
+    for (const BadFlag& f : engine_flags) expect_refused(base, f);
+    for (const BadFlag& f : ctx_flag) expect_refused(base, f);
+  }
+  for (const BadFlag& f : run_flags) expect_refused("run -p hi -m " + m, f);
+  const std::string perplexity = "perplexity -f /dev/null -m " + m;
+  for (const BadFlag& f : engine_flags) expect_refused(perplexity, f);
+  expect_refused(perplexity, {"-c/--ctx-size", with({"0", "7", "-1", "1048577", "99999999999999999999"}, kNotNumbers)});
+  expect_refused("logits -o " + out + " -m " + m,
+                 {"--ids", with({"-1", "1,-3", "2147483648", "99999999999999999999"}, kNotNumbers)});
+  const std::string synth_base = "synth -o " + out;
+  expect_refused(synth_base, {"--seed", with({"-1", "99999999999999999999"}, kNotNumbers)});
+  for (const auto& [flag, max] : std::vector<std::pair<std::string, std::string>>{
+           {"--n-vocab", "262145"}, {"--n-embd", "16385"}, {"--n-layer", "257"},
+           {"--n-head", "257"}, {"--n-head-kv", "257"}, {"--n-ff", "65537"}}) {
+    expect_refused(synth_base, {flag, with({"-1", max, "99999999999999999999"}, kNotNumbers)});
+  }
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(CliFlags, ThreadsAboveTheHardwareAreClamped) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw == 0 || hw >= 1024) GTEST_SKIP() << "hardware thread count unknown or too large: " << hw;
+  const Output o = run_cli("run -m " + model.string() + " -p hi -n 2 --temp 0 -t 1024");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find("note: -t 1024 is more than the " + std::to_string(hw) + " hardware threads; using " +
+                       std::to_string(hw)), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("threads=" + std::to_string(hw) + " "), std::string::npos) << o.err;
+}
+
+TEST(CliFlags, NPredictMinusOneRunsUntilTheContextIsFull) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const Output o = run_cli("run -m " + model.string() + " -p hi -n -1 -c 24 --temp 1 --seed 3");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(o.err.find("stop: context") != std::string::npos || o.err.find("stop: eog") != std::string::npos) << o.err;
 }
 
 TEST(Cli, LogitsWritesTheGoldenFormat) {
@@ -238,7 +371,7 @@ TEST(CliDevices, ListsEveryBackendAsTextAndJson) {
   const auto j = nlohmann::json::parse(json.out);
   ASSERT_TRUE(j.is_array());
   EXPECT_EQ(j[0]["backend"], "cpu");
-  EXPECT_EQ(j[0]["devices"][0]["id"], "cpu-scalar");
+  EXPECT_EQ(j[0]["devices"][0]["id"], cpu_id());
   for (const auto& b : j) {
     if (!b["available"].get<bool>()) EXPECT_FALSE(b["reason"].get<std::string>().empty()) << b.dump();
   }
@@ -254,10 +387,10 @@ TEST(CliDevices, FakeGpusAreSelectedThenFallBackAndStrictIgnoresThem) {
   unsetenv("BITNET_STRICT_MODE");
   unsetenv("BITNET_GPU_FAKE");
   ASSERT_EQ(faked.exit_code, 0) << faked.err;
-  EXPECT_NE(faked.err.find("detected=[cpu-scalar"), std::string::npos) << faked.err;
+  EXPECT_NE(faked.err.find("detected=[" + cpu_id()), std::string::npos) << faked.err;
   EXPECT_NE(faked.err.find("cuda:fake0"), std::string::npos) << faked.err;
-  EXPECT_NE(faked.err.find("fallback: cuda:fake0 -> cpu-scalar"), std::string::npos) << faked.err;
-  EXPECT_NE(faked.err.find("selected=cpu-scalar"), std::string::npos) << faked.err;
+  EXPECT_NE(faked.err.find("fallback: cuda:fake0 -> " + cpu_id()), std::string::npos) << faked.err;
+  EXPECT_NE(faked.err.find("selected=" + cpu_id()), std::string::npos) << faked.err;
   EXPECT_NE(listed.out.find("(fake)"), std::string::npos) << listed.out;
   ASSERT_EQ(strict.exit_code, 0) << strict.err;
   EXPECT_EQ(strict.err.find("fake"), std::string::npos) << strict.err;
@@ -276,7 +409,7 @@ TEST(CliDevices, DeviceFlagEnvironmentAndStrictMode) {
   const Output cuda = run_cli("run -m " + model.string() + " -p hi -n 2 --temp 0 --device cuda");
   ASSERT_EQ(cuda.exit_code, 0) << cuda.err;
   EXPECT_NE(cuda.err.find("note: no cuda device"), std::string::npos) << cuda.err;
-  EXPECT_NE(cuda.err.find("selected=cpu-scalar"), std::string::npos) << cuda.err;
+  EXPECT_NE(cuda.err.find("selected=" + cpu_id()), std::string::npos) << cuda.err;
   // ... and is an error in strict mode.
   setenv("BITNET_STRICT_MODE", "1", 1);
   const Output strict = run_cli("run -m " + model.string() + " -p hi -n 2 --temp 0 --device cuda");
@@ -315,7 +448,7 @@ TEST(CliDevices, ReceiptRecordsWhatRan) {
   EXPECT_EQ(j["schema_version"], 1);
   EXPECT_EQ(j["compute_path"], "real");
   EXPECT_EQ(j["request"]["device"], "auto");
-  EXPECT_EQ(j["selected"], "cpu-scalar");
+  EXPECT_EQ(j["selected"], cpu_id());
   EXPECT_EQ(j["backend"]["backend"], "cpu");
   EXPECT_EQ(j["tokens"]["generated"], 5);
   EXPECT_GT(j["tokens"]["prompt"].get<int>(), 0);
@@ -323,7 +456,7 @@ TEST(CliDevices, ReceiptRecordsWhatRan) {
   EXPECT_EQ(j["model"]["file_sha256"].get<std::string>().size(), 64u);
   EXPECT_NE(j["model"]["weight_types"].get<std::string>().find("i2_s"), std::string::npos);
   const auto kernels = j["kernels"].get<std::vector<std::string>>();
-  EXPECT_NE(std::find(kernels.begin(), kernels.end(), "matmul_w2a8_scalar"), kernels.end()) << j["kernels"].dump();
+  EXPECT_NE(std::find(kernels.begin(), kernels.end(), "matmul_w2a8_" + cpu_id().substr(4)), kernels.end()) << j["kernels"].dump();
   EXPECT_TRUE(j["fallbacks"].empty());
   EXPECT_GE(j["timings"]["generate_tokens_per_second"].get<double>(), 0.0);
 }

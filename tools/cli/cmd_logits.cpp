@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "commands.h"
 
@@ -43,7 +44,8 @@ void add_logits_command(CLI::App& app, Runner& runner) {
       "logits", "write float32 logits [n_tokens][n_vocab] of every position (the ../shared/golden format)");
   add_model_flags(*cmd, flags->model);
   auto* text = cmd->add_option("-p,--prompt", flags->text, "text (tokenized with BOS when the model asks for it)");
-  auto* ids = cmd->add_option("--ids", flags->ids, "token ids, run exactly as given (no BOS added)")->delimiter(',');
+  auto* ids = add_number_list(*cmd, "--ids", flags->ids, 0, std::numeric_limits<int32_t>::max(),
+                              "token ids, comma-separated, run exactly as given (no BOS added)");
   text->excludes(ids);
   cmd->add_option("-o,--output", flags->output, "output file")->required();
   cmd->callback([flags, text, ids, &runner] {

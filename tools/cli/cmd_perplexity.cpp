@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -17,6 +18,11 @@ struct PerplexityFlags {
 };
 
 int run(PerplexityFlags f) {
+  // The text is read whole: /dev/zero would never end and a FIFO could block forever.
+  std::error_code ec;
+  if (std::filesystem::exists(f.file, ec) && !std::filesystem::is_regular_file(f.file, ec)) {
+    return fail(io_error(fmt::format("{}: is not a regular file", f.file)));
+  }
   std::ifstream in(f.file, std::ios::binary);
   if (!in) return fail(io_error(fmt::format("{}: cannot open", f.file)));
   std::stringstream text;
@@ -42,9 +48,8 @@ void add_perplexity_command(CLI::App& app, Runner& runner) {
       "perplexity", "perplexity of a text file as llama-perplexity computes it (non-overlapping chunks, second half scored)");
   cmd->add_option("-m,--model", flags->model.model, "GGUF model file")->required();
   cmd->add_option("-f,--file", flags->file, "text file")->required();
-  cmd->add_option("-c,--ctx-size", flags->n_ctx, "chunk length in tokens (default: 512)")->check(CLI::PositiveNumber);
-  cmd->add_option("-t,--threads", flags->model.n_threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", flags->model.device, "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: $BITNET_DEVICE, else auto)");
+  add_number(*cmd, "-c,--ctx-size", flags->n_ctx, int64_t{8}, kMaxTokens, "chunk length in tokens (default: 512)");
+  add_device_flags(*cmd, flags->model);
   cmd->callback([flags, &runner] { runner = [flags] { return run(*flags); }; });
 }
 

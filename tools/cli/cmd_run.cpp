@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include "commands.h"
@@ -11,7 +12,7 @@ namespace {
 struct RunFlags {
   ModelFlags model;
   std::string prompt;
-  int64_t n_predict = 128;
+  int64_t n_predict = 128;  // -1: until the context is full
   SamplingParams sampling;
   int64_t seed = -1;
 };
@@ -27,7 +28,8 @@ int run(const RunFlags& f) {
   std::fputs(f.prompt.c_str(), stdout);
   std::fflush(stdout);
   GenerateStats stats;
-  const Status s = engine->generate(f.prompt, sampling, f.n_predict,
+  const int64_t n_predict = f.n_predict < 0 ? std::numeric_limits<int64_t>::max() : f.n_predict;
+  const Status s = engine->generate(f.prompt, sampling, n_predict,
                                     [](std::string_view piece) {
                                       std::fwrite(piece.data(), 1, piece.size(), stdout);
                                       std::fflush(stdout);
@@ -53,19 +55,18 @@ void add_run_command(CLI::App& app, Runner& runner) {
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt (streams tokens as they come)");
   add_model_flags(*cmd, flags->model);
   cmd->add_option("-p,--prompt", flags->prompt, "prompt text (default: empty, i.e. BOS only)");
-  cmd->add_option("-n,--n-predict", flags->n_predict, "tokens to generate (default: 128)")
-      ->check(CLI::NonNegativeNumber);
+  add_number(*cmd, "-n,--n-predict", flags->n_predict, int64_t{-1}, kMaxTokens,
+             "tokens to generate; -1 = until the context is full (default: 128)");
   SamplingParams& s = flags->sampling;
-  cmd->add_option("--temp", s.temperature, "temperature; 0 = greedy (default: 0.8)");
-  cmd->add_option("--top-k", s.top_k, "top-k sampling; 0 = off (default: 40)");
-  cmd->add_option("--top-p", s.top_p, "top-p (nucleus) sampling; 1 = off (default: 0.95)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-p", s.min_p, "min-p sampling; 0 = off (default: 0.05)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty; 1 = off (default: 1.0)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back over (default: 64)");
-  cmd->add_option("--seed", flags->seed, "random seed (default: random, printed at the end)");
+  add_number(*cmd, "--temp", s.temperature, 0.0f, 100.0f, "temperature; 0 = greedy (default: 0.8)");
+  add_number(*cmd, "--top-k", s.top_k, 0, static_cast<int32_t>(kMaxTokens), "top-k sampling; 0 = off (default: 40)");
+  add_number(*cmd, "--top-p", s.top_p, 0.0f, 1.0f, "top-p (nucleus) sampling; 1 = off (default: 0.95)");
+  add_number(*cmd, "--min-p", s.min_p, 0.0f, 1.0f, "min-p sampling; 0 = off (default: 0.05)");
+  add_number(*cmd, "--repeat-penalty", s.repeat_penalty, 0.01f, 100.0f, "repetition penalty; 1 = off (default: 1.0)");
+  add_number(*cmd, "--repeat-last-n", s.repeat_last_n, -1, static_cast<int32_t>(kMaxTokens),
+             "tokens the penalty looks back over; -1 = all (default: 64)");
+  add_number(*cmd, "--seed", flags->seed, int64_t{-1}, std::numeric_limits<int64_t>::max(),
+             "random seed; -1 = random, printed at the end (default: -1)");
   cmd->callback([flags, &runner] { runner = [flags] { return run(*flags); }; });
 }
 

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <limits>
 
 #include "bitnet/synth.h"
 #include "commands.h"
@@ -46,14 +47,15 @@ void add_synth_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--preset", flags->preset, "tiny | small | 2b4t (default: tiny)");
   cmd->add_option("--type", flags->options.weight_type, "i2_s | tq2_0 | tq1_0 | f16 | f32 (default: i2_s)");
   cmd->add_option("--vocab-from", flags->options.vocab_from, "copy the tokenizer from this GGUF");
-  cmd->add_option("--seed", flags->options.seed, "random seed (default: 1)");
+  add_number(*cmd, "--seed", flags->options.seed, uint64_t{0}, std::numeric_limits<uint64_t>::max(), "random seed (default: 1)");
   cmd->add_option("--arch", flags->arch, "bitnet-b1.58 | bitnet-25 | bitnet (default: bitnet-b1.58)");
-  cmd->add_option("--n-vocab", flags->n_vocab, "override the vocabulary size (synthetic vocabulary)");
-  cmd->add_option("--n-embd", flags->n_embd, "override the hidden size");
-  cmd->add_option("--n-layer", flags->n_layer, "override the layer count");
-  cmd->add_option("--n-head", flags->n_head, "override the head count");
-  cmd->add_option("--n-head-kv", flags->n_head_kv, "override the KV head count");
-  cmd->add_option("--n-ff", flags->n_ff, "override the FFN size");
+  // Bounds well above every real BitNet shape (2B-4T: vocab 128256, n_embd 2560, n_ff 6912).
+  add_number(*cmd, "--n-vocab", flags->n_vocab, int64_t{0}, int64_t{262144}, "override the vocabulary size (synthetic vocabulary); 0 = the preset's");
+  add_number(*cmd, "--n-embd", flags->n_embd, int64_t{0}, int64_t{16384}, "override the hidden size; 0 = the preset's");
+  add_number(*cmd, "--n-layer", flags->n_layer, int64_t{0}, int64_t{256}, "override the layer count; 0 = the preset's");
+  add_number(*cmd, "--n-head", flags->n_head, int64_t{0}, int64_t{256}, "override the head count; 0 = the preset's");
+  add_number(*cmd, "--n-head-kv", flags->n_head_kv, int64_t{0}, int64_t{256}, "override the KV head count; 0 = the preset's");
+  add_number(*cmd, "--n-ff", flags->n_ff, int64_t{0}, int64_t{65536}, "override the FFN size; 0 = the preset's");
   cmd->callback([flags, &runner] { runner = [flags] { return run(*flags); }; });
 }
 

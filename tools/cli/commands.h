@@ -1,11 +1,13 @@
 // The `bitnet` command line: each subcommand registers its flags and a runner. Tools are
-// thin: flags -> library calls -> output. Errors are one line on stderr and exit code 1.
+// thin: flags -> library calls -> output. Errors are one line on stderr and exit code 1 (2 for
+// flag errors).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "bitnet/engine.h"
 
@@ -23,15 +25,33 @@ void add_synth_command(CLI::App& app, Runner& runner);
 void add_devices_command(CLI::App& app, Runner& runner);
 void add_bench_command(CLI::App& app, Runner& runner);  // tools/bench
 
-// Flags every model-loading command shares (-m, -t, -c, --device, --receipt).
+// Limits of the numeric flags (see flags.cpp). Threads above the hardware's count are
+// clamped to it with a note; anything outside a flag's range is refused (exit 2).
+inline constexpr int32_t kMaxThreads = 1024;
+inline constexpr int64_t kMaxBatch = 4096;
+inline constexpr int64_t kMaxTokens = int64_t{1} << 20;  // -c, -n, --top-k, --repeat-last-n
+
+// Flags every model-loading command shares (-m, -t, -b, -c, --device, --receipt).
 struct ModelFlags {
   std::string model;
   int n_threads = 0;
+  int64_t n_batch = 512;
   int64_t n_ctx = 0;
   std::string device;  // empty: BITNET_DEVICE, then auto
   std::string receipt;
 };
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
+// -t, -b and --device alone, for a command whose -c means something else (perplexity).
+void add_device_flags(CLI::App& cmd, ModelFlags& flags);
+
+// A numeric flag that takes only numbers in [lo, hi] (appended to the help); text, NaN, inf,
+// overflow and out-of-range values are flag errors naming the flag and the range.
+template <typename T>
+CLI::Option* add_number(CLI::App& cmd, const std::string& names, T& value, T lo, T hi, const std::string& help);
+// The same for a comma-separated list, each number in [lo, hi].
+template <typename T>
+CLI::Option* add_number_list(CLI::App& cmd, const std::string& names, std::vector<T>& values, T lo, T hi,
+                             const std::string& help);
 
 // The environment the CLI reads (the library never does): BITNET_DEVICE, BITNET_GPU_BACKEND,
 // BITNET_GPU_DEVICE, BITNET_STRICT_MODE, BITNET_GPU_FAKE. Errors are Status values.

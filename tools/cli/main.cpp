@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "commands.h"
 
@@ -7,13 +8,17 @@ namespace bitnet::cli {
 
 void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
   cmd.add_option("-m,--model", flags.model, "GGUF model file")->required();
-  cmd.add_option("-t,--threads", flags.n_threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  cmd.add_option("-c,--ctx-size", flags.n_ctx, "context length (default: the model's)")
-      ->check(CLI::NonNegativeNumber);
+  add_number(cmd, "-c,--ctx-size", flags.n_ctx, int64_t{0}, kMaxTokens, "context length; 0 = the model's (default: 0)");
+  add_device_flags(cmd, flags);
+  cmd.add_option("--receipt", flags.receipt, "write a JSON receipt of what really ran to this file");
+}
+
+void add_device_flags(CLI::App& cmd, ModelFlags& flags) {
+  add_number(cmd, "-t,--threads", flags.n_threads, 0, kMaxThreads,
+             "CPU threads; 0 = every hardware thread; more than the hardware has are clamped to it (default: 0)");
+  add_number(cmd, "-b,--batch-size", flags.n_batch, int64_t{1}, kMaxBatch, "prompt tokens per forward step (default: 512)");
   cmd.add_option("--device", flags.device,
                  "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: $BITNET_DEVICE, else auto)");
-  cmd.add_option("--receipt", flags.receipt, "write a JSON receipt of what really ran to this file");
 }
 
 int fail(const Status& status) {
@@ -28,12 +33,21 @@ std::string env(const char* name) {
   return v == nullptr ? "" : v;
 }
 
+// More threads than the hardware runs only add contention (the pool's workers spin).
+int clamp_threads(int n_threads) {
+  const int n_hw = static_cast<int>(std::thread::hardware_concurrency());
+  if (n_hw == 0 || n_threads <= n_hw) return n_threads;
+  std::fprintf(stderr, "note: -t %d is more than the %d hardware threads; using %d\n", n_threads, n_hw, n_hw);
+  return n_hw;
+}
+
 }  // namespace
 
 Result<EngineOptions> engine_options_from_env(const ModelFlags& flags) {
   EngineOptions o;
   o.model_path = flags.model;
   o.n_threads = flags.n_threads;
+  o.n_batch = flags.n_batch;
   o.n_ctx = flags.n_ctx;
   o.device = !flags.device.empty() ? flags.device : !env("BITNET_DEVICE").empty() ? env("BITNET_DEVICE") : "auto";
   o.gpu_backend = env("BITNET_GPU_BACKEND");
@@ -62,6 +76,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int& exit_code) {
     exit_code = fail(options.status());
     return nullptr;
   }
+  options->n_threads = clamp_threads(options->n_threads);
   auto engine = Engine::load(*options);
   if (!engine.ok()) {
     exit_code = fail(engine.status());
@@ -117,8 +132,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    std::fprintf(stderr, "run '%s --help' for usage\n", argv[0]);
+    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
     return 2;
   }
   return runner ? runner() : 2;
