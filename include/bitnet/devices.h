@@ -11,7 +11,7 @@ namespace bitnet {
 struct DeviceDescription {
   std::string backend;            // "cpu" | "cuda" | "hip" | "opencl" | "vulkan"
   int index = 0;                  // device index within its backend
-  std::string id;                 // short id for logs: "cpu-scalar", "opencl:pocl", "vulkan:lavapipe", "cuda:0"
+  std::string id;                 // short id for logs: "cpu-avx2", "opencl:pocl", "vulkan:lavapipe", "cuda:0"
   std::string name;               // device name as the driver reports it
   std::string vendor;
   std::string driver_version;

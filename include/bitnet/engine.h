@@ -80,7 +80,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const ModelSummary& model() const;
-  // "requested=auto detected=[cpu-scalar,opencl:pocl] selected=cpu-scalar"
+  // "requested=auto detected=[cpu-avx2,opencl:pocl] selected=cpu-avx2"
   std::string device_summary() const;
   std::string backend_name() const;   // the selected device's id
   std::string device_name() const;    // its description

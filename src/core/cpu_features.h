@@ -1,20 +1,34 @@
-// What the host CPU offers, for the probe and (later) for picking SIMD kernels at run time.
+// What the host CPU offers, for the probe and for picking a CPU kernel set at run time
+// (src/backends/cpu/kernel_set.h). Each flag means "the CPU has it and the OS saves its state".
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bitnet {
 
 struct CpuFeatures {
-  std::string model_name;   // "AMD EPYC ..." from /proc/cpuinfo, or "unknown"
+  std::string model_name;    // "AMD EPYC ..." from /proc/cpuinfo, or "unknown"
+  // x86-64
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
+  bool bmi2 = false;
+  bool avx_vnni = false;     // 256-bit vpdpbusd (VEX): cpuid leaf 7 subleaf 1, EAX bit 4
   bool avx512f = false;
-  bool avx512_vnni = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512_vnni = false;  // 512-bit vpdpbusd (EVEX)
+  // AArch64
   bool neon = false;
-  std::vector<std::string> names() const;  // {"avx2", "fma", ...}
+  bool dotprod = false;      // sdot/udot (HWCAP_ASIMDDP)
+  bool i8mm = false;         // smmla/usdot (HWCAP2_I8MM)
+
+  // The names of the flags that are set, in the order above: {"avx2", "fma", ...}.
+  std::vector<std::string> names() const;
+  // Whether the flag called `name` (one of the names above) is set; false for unknown names.
+  bool has(std::string_view name) const;
 };
 
 CpuFeatures detect_cpu_features();

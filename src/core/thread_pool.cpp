@@ -10,7 +10,7 @@ constexpr int kSpinIterations = 20000;
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int slot = 1; slot < n_threads_; ++slot) workers_.emplace_back([this, slot] { worker_loop(slot); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -28,34 +28,38 @@ int ThreadPool::hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-void ThreadPool::run_chunks() {
+void ThreadPool::run_chunks(int slot) {
   for (;;) {
     const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
     if (begin >= n_) break;
-    (*fn_)(begin, std::min(n_, begin + chunk_));
+    (*fn_)(slot, begin, std::min(n_, begin + chunk_));
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, const RangeFn& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, RangeFn fn) {
+  parallel_for(n, min_chunk, [fn](int, int64_t begin, int64_t end) { fn(begin, end); });
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn) {
   if (n <= 0) return;
-  min_chunk = std::max<int64_t>(1, min_chunk);
-  if (workers_.empty() || n <= min_chunk) {
-    fn(0, n);
+  // Up to four chunks per thread balance uneven rows without much contention; chunks are of
+  // equal size (the last one smaller by less than one item per chunk).
+  const int64_t n_chunks = std::clamp<int64_t>(n / std::max<int64_t>(1, min_chunk), 1, 4 * n_threads_);
+  if (workers_.empty() || n_chunks == 1) {
+    fn(0, 0, n);
     return;
   }
-  // About four chunks per thread balances uneven rows without much contention.
-  const int64_t target = (n + 4 * n_threads_ - 1) / (4 * n_threads_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
     n_ = n;
-    chunk_ = std::max(min_chunk, target);
+    chunk_ = (n + n_chunks - 1) / n_chunks;
     next_.store(0, std::memory_order_relaxed);
     active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_chunks();
+  run_chunks(0);
   // Wait for the workers to finish their last chunk.
   for (int spin = 0; active_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin > kSpinIterations) {
@@ -67,7 +71,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, const RangeFn& fn) {
   fn_ = nullptr;
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int slot) {
   uint64_t seen = 0;
   for (;;) {
     // Spin a while for the next job, then sleep.
@@ -82,7 +86,7 @@ void ThreadPool::worker_loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stop_) return;
     }
-    run_chunks();
+    run_chunks(slot);
     if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
       done_.notify_one();

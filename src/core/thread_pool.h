@@ -6,17 +6,47 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace bitnet {
 
+// A non-owning reference to a callable, cheap to make from a lambda: a std::function would
+// heap-allocate for a lambda that captures more than two pointers, once per parallel loop.
+// The callable must outlive the reference (parallel_for returns before its argument dies).
+template <typename Signature>
+class FunctionRef;
+
+template <typename R, typename... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  template <typename F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> &&
+             std::is_invocable_r_v<R, F&, Args...>)
+  FunctionRef(F&& f)  // NOLINT(google-explicit-constructor): made from lambdas at call sites
+      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* object, Args... args) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(object))(std::forward<Args>(args)...);
+        }) {}
+
+  R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
+
+ private:
+  void* object_;
+  R (*call_)(void*, Args...);
+};
+
 class ThreadPool {
  public:
   // Body of a parallel loop: handles items [begin, end).
-  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+  using RangeFn = FunctionRef<void(int64_t begin, int64_t end)>;
+  // The same with the slot of the thread that runs the chunk, in [0, n_threads()): a thread
+  // keeps its slot for the whole loop, so per-slot scratch buffers need no locking.
+  using SlotRangeFn = FunctionRef<void(int slot, int64_t begin, int64_t end)>;
 
   explicit ThreadPool(int n_threads);
   ThreadPool(const ThreadPool&) = delete;
@@ -26,14 +56,15 @@ class ThreadPool {
   int n_threads() const { return n_threads_; }
 
   // Runs fn over [0, n) in chunks of at least `min_chunk` items and returns when all are done.
-  void parallel_for(int64_t n, int64_t min_chunk, const RangeFn& fn);
+  void parallel_for(int64_t n, int64_t min_chunk, RangeFn fn);
+  void parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn);
 
   // The number of hardware threads (at least 1).
   static int hardware_threads();
 
  private:
-  void worker_loop();
-  void run_chunks();
+  void worker_loop(int slot);
+  void run_chunks(int slot);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -44,7 +75,7 @@ class ThreadPool {
   bool stop_ = false;
 
   // The current job.
-  const RangeFn* fn_ = nullptr;
+  const SlotRangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 1;
   std::atomic<int64_t> next_{0};

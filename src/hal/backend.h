@@ -21,7 +21,7 @@ struct KvShape {
 
 // What a backend reports about itself for logs and receipts.
 struct BackendInfo {
-  std::string name;    // "cpu-scalar", "opencl:pocl", ...
+  std::string name;    // "cpu-avx2", "opencl:pocl", ...
   std::string device;  // human-readable device description
   int n_threads = 1;
 };

@@ -129,7 +129,7 @@ Result<std::unique_ptr<Backend>> create_backend(const DeviceInfo& device, const 
 namespace bitnet {
 
 std::vector<BackendDescription> list_devices(const std::vector<std::string>& fake_gpus) {
-  return hal::probe_backends({fake_gpus});
+  return hal::probe_backends({.fake_gpus = fake_gpus, .cpu_isa = {}});
 }
 
 }  // namespace bitnet

@@ -99,7 +99,7 @@ TEST(Selection, RejectsUnknownNames) {
 
 TEST(Registry, FakeGpusAreListedAndSelectedButCannotRun) {
   const auto real = probe_backends({});
-  const auto faked = probe_backends({{"cuda", "rocm"}});
+  const auto faked = probe_backends({.fake_gpus = {"cuda", "rocm"}, .cpu_isa = {}});
   int fakes = 0;
   for (const BackendProbe& p : faked) {
     for (const DeviceInfo& d : p.devices) {

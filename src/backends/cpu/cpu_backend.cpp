@@ -3,16 +3,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bitset>
+#include <cstdlib>
 #include <cstring>
-#include <set>
+#include <memory>
 #include <vector>
 
+#include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/weights.h"
 #include "core/check.h"
+#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "hal/validate.h"
-#include "quant/act_quant.h"
 
 namespace bitnet::cpu {
 
@@ -27,27 +30,86 @@ int64_t min_chunk(int64_t work_per_item, int64_t floor = 1) {
   return std::max(floor, kMinWorkPerChunk / std::max<int64_t>(1, work_per_item));
 }
 
-// One activation buffer. F32: f32[n_rows * n_cols]; Q8: i8 + per-row scale and sum.
+// The kernels a backend has run, recorded per op as bits (no strings in the hot path) and
+// named "<kernel>_<set>" only when asked.
+class KernelsUsed {
+ public:
+  enum Kernel : uint8_t {
+    kEmbed, kRmsNorm, kActQuant, kMatmulW2A8, kScale, kRopeNorm, kRopeNeox, kAttention,
+    kSiluMul, kRelu2Mul, kAdd, kCount
+  };
+
+  void add(Kernel k) { kernels_.set(k); }
+  void add_float_matmul(GgmlType type) {
+    BITNET_CHECK(static_cast<size_t>(type) < kMaxTypes);  // loaded weights have known type ids
+    float_types_.set(static_cast<size_t>(type));
+  }
+
+  std::vector<std::string> names(std::string_view set) const {
+    static constexpr std::string_view kNames[kCount] = {
+        "embed", "rms_norm", "act_quant_i8", "matmul_w2a8", "scale", "rope_norm", "rope_neox",
+        "attention_f32", "silu_mul", "relu2_mul", "add"};
+    std::vector<std::string> out;
+    for (size_t k = 0; k < kCount; ++k) {
+      if (kernels_.test(k)) out.push_back(fmt::format("{}_{}", kNames[k], set));
+    }
+    for (size_t t = 0; t < kMaxTypes; ++t) {
+      if (float_types_.test(t)) out.push_back(fmt::format("matmul_{}_{}", ggml_type_name(static_cast<GgmlType>(t)), set));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  static constexpr size_t kMaxTypes = 64;  // GGML type ids are below 40
+  std::bitset<kCount> kernels_;
+  std::bitset<kMaxTypes> float_types_;
+};
+
+// Zeroed floats from calloc: large blocks come as fresh zero pages that the kernel maps on
+// first touch, so a KV cache for a long context costs no time until positions are written.
+class ZeroedFloats {
+ public:
+  // False when the memory cannot be had.
+  bool reset(size_t n) {
+    data_.reset(static_cast<float*>(std::calloc(n, sizeof(float))));
+    size_ = data_ != nullptr ? n : 0;
+    return data_ != nullptr || n == 0;
+  }
+  float* data() { return data_.get(); }
+  size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  size_t size_ = 0;
+};
+
+// One activation buffer: F32 rows, or Q8 rows with their scales and group sums.
 struct ActBuffer {
   std::vector<float> f32;
-  std::vector<int8_t> i8;
-  std::vector<float> scale;
-  std::vector<int32_t> sum;
+  Q8Buffer q8;
 };
 
 class CpuBackend final : public hal::Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  CpuBackend(int n_threads, Result<const KernelSet*> kernels)
+      : pool_(n_threads), kernels_(kernels.ok() ? *kernels : &kScalarKernels), init_status_(kernels.status()) {}
 
   hal::BackendInfo info() const override {
-    return {"cpu-scalar", "host CPU", pool_.n_threads()};
+    return {fmt::format("cpu-{}", kernels_->name), "host CPU", pool_.n_threads()};
   }
 
   Status load_weights(std::span<const hal::WeightDesc> weights) override {
+    BITNET_RETURN_IF_ERROR(init_status_);
     weights_.clear();
     weights_.reserve(weights.size());
+    weight_bytes_ = 0;
     for (const hal::WeightDesc& d : weights) {
-      BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d));
+      BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d, kernels_->ternary_rows_per_group, &pool_));
+      weight_bytes_ += w.resident_bytes() + w.raw.size();
       weights_.push_back(std::move(w));
     }
     shapes_ = hal::weight_shapes(weights);
@@ -58,10 +120,11 @@ class CpuBackend final : public hal::Backend {
     kv_ = {};  // set only once the cache exists: compute() refuses to run before
     const size_t n = static_cast<size_t>(shape.n_layer) * static_cast<size_t>(shape.n_ctx) *
                      static_cast<size_t>(shape.n_embd_kv);
-    try {
-      k_cache_.assign(n, 0.0f);
-      v_cache_.assign(n, 0.0f);
-    } catch (const std::bad_alloc&) {
+    // Attention scores: one row of n_ctx per thread slot.
+    const size_t n_scores = static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(shape.n_ctx);
+    if (!k_cache_.reset(n) || !v_cache_.reset(n) || !scores_.reset(n_scores)) {
+      k_cache_.reset(0);
+      v_cache_.reset(0);
       return out_of_memory(fmt::format("KV cache of {} MiB", 2 * n * sizeof(float) >> 20));
     }
     kv_ = shape;
@@ -71,42 +134,52 @@ class CpuBackend final : public hal::Backend {
   Status compute(const hal::Graph& graph, std::span<const int32_t> tokens,
                  std::span<float> logits) override;
 
-  std::vector<std::string> kernels_used() const override {
-    return {kernels_used_.begin(), kernels_used_.end()};
+  std::vector<std::string> kernels_used() const override { return kernels_used_.names(kernels_->name); }
+
+  hal::BackendStats stats() const override {
+    hal::BackendStats s;
+    s.weight_bytes = weight_bytes_;
+    s.kv_bytes = (k_cache_.size() + v_cache_.size()) * sizeof(float);
+    return s;
   }
 
  private:
   const CpuWeight& weight(hal::WeightId id) const { return weights_[static_cast<size_t>(id)]; }
+  float* f32(hal::ActId id) { return acts_[static_cast<size_t>(id)].f32.data(); }
   void prepare_acts(const hal::Graph& graph);
   Status run_op(const hal::Graph& graph, const hal::Op& op, std::span<const int32_t> tokens);
+  void rms_norm(const hal::ActDesc& d, const hal::Op& op);
+  void quantize(const hal::ActDesc& d, const hal::Op& op);
+  void rope(const hal::Graph& graph, const hal::ActDesc& d, const hal::Op& op);
+  void elementwise(const hal::ActDesc& d, const hal::Op& op);
   void matmul(const hal::Graph& graph, const hal::Op& op);
   void attention(const hal::Graph& graph, const hal::Op& op);
-  float* kv_row(std::vector<float>& cache, int32_t il, int64_t pos) {
+  float* kv_row(ZeroedFloats& cache, int32_t il, int64_t pos) {
     return cache.data() + (static_cast<int64_t>(il) * kv_.n_ctx + pos) * kv_.n_embd_kv;
   }
 
   ThreadPool pool_;
+  const KernelSet* kernels_;
+  Status init_status_;  // a kernel set that could not be chosen: load_weights reports it
   std::vector<CpuWeight> weights_;
+  uint64_t weight_bytes_ = 0;
   std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
   hal::KvShape kv_;
-  std::vector<float> k_cache_;  // [n_layer][n_ctx][n_embd_kv]
-  std::vector<float> v_cache_;
+  ZeroedFloats k_cache_;  // [n_layer][n_ctx][n_embd_kv]
+  ZeroedFloats v_cache_;
+  ZeroedFloats scores_;   // [n_threads][n_ctx]
   std::vector<ActBuffer> acts_;
-  std::set<std::string> kernels_used_;
+  KernelsUsed kernels_used_;
 };
 
 void CpuBackend::prepare_acts(const hal::Graph& graph) {
   acts_.resize(graph.acts.size());
   for (size_t i = 0; i < graph.acts.size(); ++i) {
     const hal::ActDesc& d = graph.acts[i];
-    const size_t n = static_cast<size_t>(d.n_rows * d.n_cols);
-    ActBuffer& b = acts_[i];
     if (d.type == hal::ActType::kF32) {
-      b.f32.resize(n);
+      acts_[i].f32.resize(static_cast<size_t>(d.n_rows * d.n_cols));
     } else {
-      b.i8.resize(n);
-      b.scale.resize(static_cast<size_t>(d.n_rows));
-      b.sum.resize(static_cast<size_t>(d.n_rows));
+      acts_[i].q8.resize(d.n_rows, d.n_cols);
     }
   }
 }
@@ -121,43 +194,21 @@ Status CpuBackend::compute(const hal::Graph& graph, std::span<const int32_t> tok
   return {};
 }
 
-Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op,
-                          std::span<const int32_t> tokens) {
-  const auto desc = [&](hal::ActId id) -> const hal::ActDesc& {
-    return graph.acts[static_cast<size_t>(id)];
-  };
-  const auto f32 = [&](hal::ActId id) { return acts_[static_cast<size_t>(id)].f32.data(); };
+Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op, std::span<const int32_t> tokens) {
+  const auto desc = [&](hal::ActId id) -> const hal::ActDesc& { return graph.acts[static_cast<size_t>(id)]; };
   switch (op.kind) {
     case hal::OpKind::kEmbed: {
       const CpuWeight& w = weight(op.w);  // token ids were checked by hal::validate_graph
-      for (int64_t t = 0; t < graph.n_tokens; ++t) {
-        dequantize_row(w, tokens[static_cast<size_t>(t)], f32(op.dst) + t * w.n_cols);
-      }
-      kernels_used_.insert("embed_scalar");
+      for (int64_t t = 0; t < graph.n_tokens; ++t) dequantize_row(w, tokens[static_cast<size_t>(t)], f32(op.dst) + t * w.n_cols);
+      kernels_used_.add(KernelsUsed::kEmbed);
       return {};
     }
-    case hal::OpKind::kRmsNorm: {
-      const hal::ActDesc& d = desc(op.dst);
-      const float* g = weight(op.w).values.data();
-      const float* x = f32(op.a);
-      float* y = f32(op.dst);
-      pool_.parallel_for(d.n_rows, min_chunk(d.n_cols), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) rms_norm_row(x + r * d.n_cols, g, d.n_cols, op.eps, y + r * d.n_cols);
-      });
-      kernels_used_.insert("rms_norm_scalar");
+    case hal::OpKind::kRmsNorm:
+      rms_norm(desc(op.dst), op);
       return {};
-    }
-    case hal::OpKind::kQuantizeAct: {
-      const hal::ActDesc& d = desc(op.dst);
-      const float* x = f32(op.a);
-      ActBuffer& q = acts_[static_cast<size_t>(op.dst)];
-      for (int64_t r = 0; r < d.n_rows; ++r) {
-        q.scale[static_cast<size_t>(r)] = quant::act_quant_i8(
-            x + r * d.n_cols, d.n_cols, q.i8.data() + r * d.n_cols, &q.sum[static_cast<size_t>(r)]);
-      }
-      kernels_used_.insert("act_quant_i8_scalar");
+    case hal::OpKind::kQuantizeAct:
+      quantize(desc(op.dst), op);
       return {};
-    }
     case hal::OpKind::kMatmul:
       matmul(graph, op);
       return {};
@@ -166,23 +217,18 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op,
       const float s = weight(op.w).values[0];
       float* y = f32(op.dst);
       for (int64_t i = 0; i < d.n_rows * d.n_cols; ++i) y[i] *= s;
-      kernels_used_.insert("scale_scalar");
+      kernels_used_.add(KernelsUsed::kScale);
       return {};
     }
-    case hal::OpKind::kRope: {
-      const hal::ActDesc& d = desc(op.dst);
-      float* x = f32(op.dst);
-      for (int64_t t = 0; t < d.n_rows; ++t) {
-        rope_row(x + t * d.n_cols, op.n_head, graph.attn.head_dim, graph.pos0 + t, graph.rope);
-      }
-      kernels_used_.insert(graph.rope.style == hal::RopeStyle::kNeox ? "rope_neox_scalar" : "rope_norm_scalar");
+    case hal::OpKind::kRope:
+      rope(graph, desc(op.dst), op);
       return {};
-    }
     case hal::OpKind::kStoreKv: {
-      const hal::ActDesc& d = desc(op.a);
-      for (int64_t t = 0; t < d.n_rows; ++t) {
-        std::memcpy(kv_row(k_cache_, op.il, graph.pos0 + t), f32(op.a) + t * d.n_cols, d.n_cols * sizeof(float));
-        std::memcpy(kv_row(v_cache_, op.il, graph.pos0 + t), f32(op.b) + t * d.n_cols, d.n_cols * sizeof(float));
+      const hal::ActDesc& k = desc(op.a);
+      const size_t row_bytes = static_cast<size_t>(k.n_cols) * sizeof(float);
+      for (int64_t t = 0; t < k.n_rows; ++t) {
+        std::memcpy(kv_row(k_cache_, op.il, graph.pos0 + t), f32(op.a) + t * k.n_cols, row_bytes);
+        std::memcpy(kv_row(v_cache_, op.il, graph.pos0 + t), f32(op.b) + t * k.n_cols, row_bytes);
       }
       return {};
     }
@@ -191,82 +237,119 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op,
       return {};
     case hal::OpKind::kSiluMul:
     case hal::OpKind::kRelu2Mul:
-    case hal::OpKind::kAdd: {
-      const hal::ActDesc& d = desc(op.dst);
-      const float* a = f32(op.a);
-      const float* b = f32(op.b);
-      float* y = f32(op.dst);
-      const auto fn = op.kind == hal::OpKind::kSiluMul ? silu_mul
-                      : op.kind == hal::OpKind::kRelu2Mul ? relu2_mul : add;
-      pool_.parallel_for(d.n_rows * d.n_cols, min_chunk(1), [&](int64_t i0, int64_t i1) {
-        fn(a + i0, b + i0, i1 - i0, y + i0);
-      });
-      kernels_used_.insert(std::string(hal::op_name(op.kind)) + "_scalar");
+    case hal::OpKind::kAdd:
+      elementwise(desc(op.dst), op);
       return {};
-    }
     case hal::OpKind::kCopyRows: {
       const hal::ActDesc& d = desc(op.dst);
-      std::memcpy(f32(op.dst), f32(op.a) + op.row0 * d.n_cols, d.n_rows * d.n_cols * sizeof(float));
+      std::memcpy(f32(op.dst), f32(op.a) + op.row0 * d.n_cols, static_cast<size_t>(d.n_rows * d.n_cols) * sizeof(float));
       return {};
     }
   }
   return internal_error("unknown op");
 }
 
+void CpuBackend::rms_norm(const hal::ActDesc& d, const hal::Op& op) {
+  const float* g = weight(op.w).values.data();
+  const float* x = f32(op.a);
+  float* y = f32(op.dst);
+  pool_.parallel_for(d.n_rows, min_chunk(d.n_cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) kernels_->rms_norm_row(x + r * d.n_cols, g, d.n_cols, op.eps, y + r * d.n_cols);
+  });
+  kernels_used_.add(KernelsUsed::kRmsNorm);
+}
+
+void CpuBackend::quantize(const hal::ActDesc& d, const hal::Op& op) {
+  const float* x = f32(op.a);
+  Q8Buffer& q = acts_[static_cast<size_t>(op.dst)].q8;
+  pool_.parallel_for(d.n_rows, min_chunk(d.n_cols), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) q.quantize(*kernels_, t, x + t * d.n_cols);
+  });
+  kernels_used_.add(KernelsUsed::kActQuant);
+}
+
+void CpuBackend::rope(const hal::Graph& graph, const hal::ActDesc& d, const hal::Op& op) {
+  float* x = f32(op.dst);
+  const int64_t work = graph.rope.n_rot * 16;  // per row: a sine and a cosine per pair dominate
+  pool_.parallel_for(d.n_rows, min_chunk(work), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      kernels_->rope_row(x + t * d.n_cols, op.n_head, graph.attn.head_dim, graph.pos0 + t, graph.rope);
+    }
+  });
+  kernels_used_.add(graph.rope.style == hal::RopeStyle::kNeox ? KernelsUsed::kRopeNeox : KernelsUsed::kRopeNorm);
+}
+
+void CpuBackend::elementwise(const hal::ActDesc& d, const hal::Op& op) {
+  const float* a = f32(op.a);
+  const float* b = f32(op.b);
+  float* y = f32(op.dst);
+  const auto fn = op.kind == hal::OpKind::kSiluMul    ? kernels_->silu_mul
+                  : op.kind == hal::OpKind::kRelu2Mul ? kernels_->relu2_mul
+                                                      : kernels_->add;
+  pool_.parallel_for(d.n_rows * d.n_cols, min_chunk(1), [&](int64_t i0, int64_t i1) { fn(a + i0, b + i0, i1 - i0, y + i0); });
+  kernels_used_.add(op.kind == hal::OpKind::kSiluMul    ? KernelsUsed::kSiluMul
+                    : op.kind == hal::OpKind::kRelu2Mul ? KernelsUsed::kRelu2Mul
+                                                        : KernelsUsed::kAdd);
+}
+
 void CpuBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
   const CpuWeight& w = weight(op.w);
   const hal::ActDesc& src = graph.acts[static_cast<size_t>(op.a)];
   ActBuffer& x = acts_[static_cast<size_t>(op.a)];
-  float* y = acts_[static_cast<size_t>(op.dst)].f32.data();
+  float* y = f32(op.dst);
   const int64_t n_tokens = src.n_rows;
   if (src.type == hal::ActType::kQ8) {
     BITNET_CHECK(w.is_ternary());
-    pool_.parallel_for(w.n_rows, min_chunk(w.n_cols * n_tokens, 16), [&](int64_t r0, int64_t r1) {
-      matmul_ternary(w, x.i8.data(), x.scale.data(), n_tokens, y, r0, r1);
-    });
-    kernels_used_.insert("matmul_w2a8_scalar");
+    // Threads take whole row groups of the set's layout, so no group is computed twice.
+    const int64_t rows = w.ternary.rows_per_group;
+    const Q8Rows q = x.q8.rows();
+    pool_.parallel_for((w.n_rows + rows - 1) / rows, min_chunk(rows * w.n_cols * n_tokens, 4),
+                       [&](int64_t rg0, int64_t rg1) {
+                         kernels_->matmul_ternary(w, q, y, rg0 * rows, std::min(w.n_rows, rg1 * rows));
+                       });
+    kernels_used_.add(KernelsUsed::kMatmulW2A8);
   } else {
     BITNET_CHECK(!w.is_ternary());
     pool_.parallel_for(w.n_rows, min_chunk(w.n_cols * n_tokens, 16), [&](int64_t r0, int64_t r1) {
-      matmul_float(w, x.f32.data(), n_tokens, y, r0, r1);
+      kernels_->matmul_float(w, x.f32.data(), n_tokens, y, r0, r1);
     });
-    kernels_used_.insert(fmt::format("matmul_{}_scalar", ggml_type_name(w.type)));
+    kernels_used_.add_float_matmul(w.type);
   }
 }
 
 void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const hal::AttentionParams& p = graph.attn;
-  const float* q = acts_[static_cast<size_t>(op.a)].f32.data();
-  float* out = acts_[static_cast<size_t>(op.dst)].f32.data();
+  const float* q = f32(op.a);
+  float* out = f32(op.dst);
   const int64_t n_embd = static_cast<int64_t>(p.n_head) * p.head_dim;
   const int32_t group = p.n_head / p.n_head_kv;  // query heads per kv head (GQA)
   const float* k_cache = kv_row(k_cache_, op.il, 0);
   const float* v_cache = kv_row(v_cache_, op.il, 0);
   const int64_t work = (graph.pos0 + graph.n_tokens) * p.head_dim * 2;  // per (token, head), at most
-  pool_.parallel_for(graph.n_tokens * p.n_head, min_chunk(work), [&](int64_t i0, int64_t i1) {
-    std::vector<float> scores(static_cast<size_t>(graph.pos0 + graph.n_tokens));
+  pool_.parallel_for(graph.n_tokens * p.n_head, min_chunk(work), [&](int slot, int64_t i0, int64_t i1) {
+    float* scores = scores_.data() + static_cast<int64_t>(slot) * kv_.n_ctx;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / p.n_head;
       const int32_t h = static_cast<int32_t>(i % p.n_head);
       const int64_t kv_off = static_cast<int64_t>(h / group) * p.head_dim;
-      attention_head(q + t * n_embd + h * p.head_dim, k_cache, v_cache, graph.pos0 + t + 1,
-                     kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores.data(),
-                     out + t * n_embd + h * p.head_dim);
+      kernels_->attention_head(q + t * n_embd + h * p.head_dim, k_cache, v_cache, graph.pos0 + t + 1,
+                               kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores,
+                               out + t * n_embd + h * p.head_dim);
     }
   });
-  kernels_used_.insert("attention_f32_scalar");
+  kernels_used_.add(KernelsUsed::kAttention);
 }
 
 }  // namespace
 
 Result<std::string> resolve_cpu_isa(std::string_view requested) {
-  if (requested.empty() || requested == "scalar") return std::string("scalar");
-  return invalid_argument(fmt::format("unknown CPU kernel set '{}' (known: scalar)", requested));
+  BITNET_ASSIGN_OR_RETURN(const KernelSet* set, select_kernel_set(requested, detect_cpu_features()));
+  return std::string(set->name);
 }
 
 std::unique_ptr<hal::Backend> make_cpu_backend(const CpuOptions& options) {
   const int n = options.n_threads > 0 ? options.n_threads : ThreadPool::hardware_threads();
-  return std::make_unique<CpuBackend>(n);
+  return std::make_unique<CpuBackend>(n, select_kernel_set(options.isa, detect_cpu_features()));
 }
 
 }  // namespace bitnet::cpu

@@ -1,41 +1,45 @@
-// Level 1, CPU: the scalar reference kernels. Each works on a range of rows so the backend
-// can split it across threads; SIMD variants (a later issue) must match these.
+// Level 1, CPU: the scalar reference kernels (the scalar set, the twin every other set is
+// tested against) and the portable kernels every set shares. Each works on a range of rows so
+// the backend can split it across threads. See KernelSet for each kernel's contract.
 #pragma once
 
 #include <cstdint>
 
+#include "backends/cpu/kernel_set.h"
 #include "backends/cpu/weights.h"
 #include "hal/ops.h"
 
 namespace bitnet::cpu {
 
-// dst[i] = dequantized element i of row `row` of w (float formats: F32/F16/BF16/Q8_0).
+// dst[i] = dequantized element i of row `row` of w (any dequantizable float format).
 void dequantize_row(const CpuWeight& w, int64_t row, float* dst);
 
-// y[t][r] = sum_k w[r][k] * x[t][k] for rows r in [r0, r1), tokens t in [0, n_tokens).
-// x: [n_tokens][w.n_cols] floats; y: [n_tokens][w.n_rows].
-void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
-                  int64_t r1);
+// A dot product of n floats, the kernel of matmul_float_by_blocks.
+using DotFn = float (*)(const float* a, const float* b, int64_t n);
 
-// W2A8: y[t][r] = sum_b (sum_{k in b} code*q[t][k] - sum_{k in b} q[t][k]) * scale_b / s[t].
-// q: [n_tokens][w.n_cols] int8; s: [n_tokens] activation scales.
-void matmul_ternary(const CpuWeight& w, const int8_t* q, const float* s, int64_t n_tokens,
-                    float* y, int64_t r0, int64_t r1);
+// matmul_float for any dequantizable type, without allocating: each row is dequantized 256
+// elements (or one format block) at a time into a stack buffer and dotted with every token.
+void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens, float* y,
+                            int64_t r0, int64_t r1, DotFn dot);
 
-// One row: dst = x / sqrt(mean(x^2) + eps) * g.
-void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* dst);
-
-// Rotates the n_head heads (head_dim each) of one row at position pos.
+// Portable rope (every set uses it: its cost is the sines and cosines, computed once per row
+// for all heads with llama.cpp's float theta recurrence).
 void rope_row(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p);
 
-// Causal attention of one query head over cached positions [0, n_pos).
-// k, v: cache rows of n_embd_kv floats; the head reads its kv head's slice at kv_off.
+namespace scalar {
+
+float dot_f32(const float* a, const float* b, int64_t n);
+void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1);
+void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1);
+float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum, int64_t group_sum_stride);
+void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* dst);
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
                     int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
                     float* scores, float* out);
-
 void silu_mul(const float* a, const float* b, int64_t n, float* dst);
 void relu2_mul(const float* a, const float* b, int64_t n, float* dst);
 void add(const float* a, const float* b, int64_t n, float* dst);
+
+}  // namespace scalar
 
 }  // namespace bitnet::cpu

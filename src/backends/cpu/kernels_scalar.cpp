@@ -1,5 +1,6 @@
-// Scalar reference kernels of the CPU backend. Loops are written so that the compiler can
-// vectorize them (8 independent accumulators, byte-sliced ternary groups), but no intrinsics.
+// The scalar set: reference kernels of the CPU backend, and the portable kernels every set
+// shares. Loops are written so that the compiler can vectorize them for the baseline ISA
+// (8 independent accumulators, byte-sliced ternary groups), but no intrinsics.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,11 +9,155 @@
 #include "backends/cpu/kernels.h"
 #include "core/check.h"
 #include "core/fp16.h"
+#include "quant/act_quant.h"
 #include "quant/quant.h"
 
 namespace bitnet::cpu {
 
 namespace {
+
+// All 65536 halves as floats (256 KiB, built once, read-only): a table lookup is several times
+// faster than converting bit by bit.
+const float* fp16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16_to_fp32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
+
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Element i of a row of each float format read in place, as quant::dequantize computes it.
+struct F32Elem {
+  float operator()(const uint8_t* row, int64_t i) const {
+    float v;
+    std::memcpy(&v, row + 4 * i, 4);
+    return v;
+  }
+};
+struct F16Elem {
+  const float* table = fp16_table();
+  float operator()(const uint8_t* row, int64_t i) const { return table[load_u16(row + 2 * i)]; }
+};
+struct BF16Elem {
+  float operator()(const uint8_t* row, int64_t i) const { return bf16_to_fp32(load_u16(row + 2 * i)); }
+};
+struct Q8_0Elem {  // 34-byte blocks: fp16 d, then 32 int8: w = q * d
+  const float* table = fp16_table();
+  float operator()(const uint8_t* row, int64_t i) const {
+    const uint8_t* block = row + (i / 32) * 34;
+    return static_cast<float>(static_cast<int8_t>(block[2 + i % 32])) * table[load_u16(block)];
+  }
+};
+
+// The scalar dot's summation order (8 lanes, then pairwise, then the tail) over a row read in
+// place: the same floats as dequantizing the row first.
+template <typename Elem>
+float dot_row(const uint8_t* row, const float* x, int64_t n, Elem elem) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += elem(row, i + j) * x[i + j];
+  }
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += elem(row, i) * x[i];
+  return sum;
+}
+
+template <typename Elem>
+void matmul_rows(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1,
+                 Elem elem) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.raw.data() + r * w.row_bytes;
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] = dot_row(row, x + t * w.n_cols, w.n_cols, elem);
+  }
+}
+
+// sum code * q over one 128-column group: byte j of `codes` holds the codes of columns j,
+// j+32, j+64, j+96 in bits 7-6, 5-4, 3-2, 1-0. Four products of |code*q| <= 256 per lane fit
+// 16 bits; widen once per group (bitnet.cpp's AVX2 kernel sums 4096 products in 16 bits and
+// can overflow).
+int32_t group_dot(const uint8_t* codes, const int8_t* q) {
+  int16_t lane[32];
+  for (int j = 0; j < 32; ++j) {
+    const int c = codes[j];
+    lane[j] = static_cast<int16_t>((c >> 6) * q[j] + ((c >> 4) & 3) * q[j + 32] +
+                                   ((c >> 2) & 3) * q[j + 64] + (c & 3) * q[j + 96]);
+  }
+  int32_t dot = 0;
+  for (int j = 0; j < 32; ++j) dot += lane[j];
+  return dot;
+}
+
+}  // namespace
+
+void dequantize_row(const CpuWeight& w, int64_t row, float* dst) {
+  const uint8_t* src = w.raw.data() + row * w.row_bytes;
+  if (w.type == GgmlType::kF16) {
+    const F16Elem elem;
+    for (int64_t i = 0; i < w.n_cols; ++i) dst[i] = elem(src, i);
+    return;
+  }
+  const Status s = quant::dequantize(w.type, {src, static_cast<size_t>(w.row_bytes)}, w.n_cols, dst);
+  BITNET_CHECK(s.ok());  // sizes were validated when the weight was prepared
+}
+
+void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens, float* y,
+                            int64_t r0, int64_t r1, DotFn dot) {
+  constexpr int64_t kChunk = 256;  // the K-quant block; a multiple of every other float block
+  const auto traits = ggml_type_traits(static_cast<uint32_t>(w.type));
+  BITNET_CHECK(traits.has_value() && traits->block_elems <= kChunk);
+  const int64_t chunk = w.n_cols % kChunk == 0 && kChunk % traits->block_elems == 0 ? kChunk : traits->block_elems;
+  const auto chunk_bytes = static_cast<size_t>(chunk / traits->block_elems * traits->block_bytes);
+  float buf[kChunk];
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] = 0.0f;
+    const uint8_t* row = w.raw.data() + r * w.row_bytes;
+    for (int64_t k = 0; k < w.n_cols; k += chunk) {
+      const Status s = quant::dequantize(w.type, {row + k / chunk * chunk_bytes, chunk_bytes}, chunk, buf);
+      BITNET_CHECK(s.ok());  // sizes were validated when the weight was prepared
+      for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] += dot(buf, x + t * w.n_cols + k, chunk);
+    }
+  }
+}
+
+void rope_row(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p) {
+  constexpr int32_t kPairs = 64;  // pairs whose sines and cosines are computed at once
+  const int32_t n_rot = p.n_rot;
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(n_rot));
+  float cos_t[kPairs];
+  float sin_t[kPairs];
+  float theta = static_cast<float>(pos) * p.freq_scale;
+  for (int32_t pair0 = 0; pair0 < n_rot / 2; pair0 += kPairs) {
+    const int32_t n_pairs = std::min(kPairs, n_rot / 2 - pair0);
+    for (int32_t i = 0; i < n_pairs; ++i) {
+      cos_t[i] = std::cos(theta);
+      sin_t[i] = std::sin(theta);
+      theta *= theta_scale;
+    }
+    for (int32_t h = 0; h < n_head; ++h) {
+      float* v = x + static_cast<int64_t>(h) * head_dim;
+      for (int32_t i = 0; i < n_pairs; ++i) {
+        // Pair i0 = 2 * (pair0 + i): NORM rotates (x[i0], x[i0+1]); NEOX (x[i0/2], x[i0/2 + n_rot/2]).
+        const int32_t pair = pair0 + i;
+        const int32_t a = p.style == hal::RopeStyle::kNorm ? 2 * pair : pair;
+        const int32_t b = p.style == hal::RopeStyle::kNorm ? 2 * pair + 1 : pair + n_rot / 2;
+        const float x0 = v[a];
+        const float x1 = v[b];
+        v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+        v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+      }
+    }
+  }
+}
+
+namespace scalar {
 
 float dot_f32(const float* a, const float* b, int64_t n) {
   float acc[8] = {};
@@ -25,101 +170,49 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-// All 65536 halves as floats (256 KiB, built once, read-only): a table lookup is several times
-// faster than converting bit by bit, and the F16 output head is a large part of each token.
-const float* fp16_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16_to_fp32(static_cast<uint16_t>(h));
-    return t;
-  }();
-  return table.data();
-}
-
-}  // namespace
-
-void dequantize_row(const CpuWeight& w, int64_t row, float* dst) {
-  const uint8_t* src = w.raw.data() + row * w.row_bytes;
+void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
   switch (w.type) {
-    case GgmlType::kF32:
-      std::copy_n(reinterpret_cast<const float*>(src), w.n_cols, dst);
-      return;
-    case GgmlType::kF16: {
-      const float* table = fp16_table();
-      for (int64_t i = 0; i < w.n_cols; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = table[h];
-      }
-      return;
-    }
-    case GgmlType::kBF16:
-      for (int64_t i = 0; i < w.n_cols; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = bf16_to_fp32(h);
-      }
-      return;
-    default: {
-      const Status s = quant::dequantize(w.type, {src, static_cast<size_t>(w.row_bytes)}, w.n_cols, dst);
-      BITNET_CHECK(s.ok());  // sizes were validated when the weight was prepared
-    }
+    case GgmlType::kF32: return matmul_rows(w, x, n_tokens, y, r0, r1, F32Elem{});  // dot_f32's order
+    case GgmlType::kF16: return matmul_rows(w, x, n_tokens, y, r0, r1, F16Elem{});
+    case GgmlType::kBF16: return matmul_rows(w, x, n_tokens, y, r0, r1, BF16Elem{});
+    case GgmlType::kQ8_0: return matmul_rows(w, x, n_tokens, y, r0, r1, Q8_0Elem{});
+    default: return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);
   }
 }
 
-void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
-                  int64_t r1) {
-  const int64_t n = w.n_cols;
-  std::vector<float> scratch(w.type == GgmlType::kF32 ? 0 : static_cast<size_t>(n));
+void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  const TernaryWeights& tw = w.ternary;
+  const int64_t n_groups = w.n_cols / kGroupCols;
+  const int64_t block_groups = tw.scale_block / kGroupCols;
+  const int64_t n_blocks = n_groups / block_groups;
   for (int64_t r = r0; r < r1; ++r) {
-    const float* row;
-    if (w.type == GgmlType::kF32) {
-      row = reinterpret_cast<const float*>(w.raw.data() + r * w.row_bytes);
-    } else {
-      dequantize_row(w, r, scratch.data());
-      row = scratch.data();
-    }
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] = dot_f32(row, x + t * n, n);
-  }
-}
-
-void matmul_ternary(const CpuWeight& w, const int8_t* q, const float* s, int64_t n_tokens,
-                    float* y, int64_t r0, int64_t r1) {
-  const int64_t n = w.n_cols;
-  const int64_t block = w.ternary.scale_block;
-  const int64_t n_blocks = n / block;
-  // sum q over each scale block of each token: the "- act_sum" term, shared by every row.
-  std::vector<int32_t> qsum(static_cast<size_t>(n_tokens * n_blocks), 0);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t k = 0; k < n; ++k) qsum[static_cast<size_t>(t * n_blocks + k / block)] += q[t * n + k];
-  }
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.ternary.packed.data() + r * (n / 4);
-    const float* scales = w.ternary.scales.data() + r * n_blocks;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const int8_t* qt = q + t * n;
+    for (int64_t t = 0; t < x.n_tokens; ++t) {
+      const int8_t* q = x.q + t * w.n_cols;
       float acc = 0.0f;
       for (int64_t b = 0; b < n_blocks; ++b) {
+        const int64_t g0 = b * block_groups;
+        const int64_t g1 = g0 + block_groups;
         int32_t dot = 0;  // sum code*q over the block
-        for (int64_t g = b * block; g < (b + 1) * block; g += 128) {
-          const uint8_t* bytes = row + g / 4;
-          const int8_t* qg = qt + g;
-          // Four products of |code*q| <= 256 per lane fit 16 bits; widen once per group
-          // (bitnet.cpp's AVX2 kernel sums 4096 products in 16 bits and can overflow).
-          int16_t lane[32];
-          for (int j = 0; j < 32; ++j) {
-            const int c = bytes[j];
-            lane[j] = static_cast<int16_t>((c >> 6) * qg[j] + ((c >> 4) & 3) * qg[j + 32] +
-                                           ((c >> 2) & 3) * qg[j + 64] + (c & 3) * qg[j + 96]);
-          }
-          for (int j = 0; j < 32; ++j) dot += lane[j];
+        for (int64_t g = g0; g < g1; ++g) {
+          dot += group_dot(tw.packed.data() + tw.group_offset(r, g, n_groups), q + g * kGroupCols);
         }
         // FORMATS.md: y = (sum code*q - act_sum) / s * w_scale.
-        acc += static_cast<float>(dot - qsum[static_cast<size_t>(t * n_blocks + b)]) / s[t] * scales[b];
+        acc += static_cast<float>(dot - x.block_sum(t, g0, g1)) / x.scale[t] * tw.scales[tw.scale_index(r, b, n_blocks)];
       }
       y[t * w.n_rows + r] = acc;
     }
   }
+}
+
+float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum, int64_t group_sum_stride) {
+  int32_t total = 0;
+  const float s = quant::act_quant_i8(x, n_cols, q, &total);
+  for (int64_t k0 = 0; k0 < n_cols; k0 += kGroupCols) {
+    int32_t sum = 0;
+    for (int64_t k = k0; k < std::min(n_cols, k0 + kGroupCols); ++k) sum += q[k];
+    group_sum[k0 / kGroupCols * group_sum_stride] = sum;
+  }
+  return s;
 }
 
 void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* dst) {
@@ -127,27 +220,6 @@ void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* d
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
   for (int64_t i = 0; i < n; ++i) dst[i] = x[i] * scale * g[i];
-}
-
-void rope_row(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p) {
-  const int32_t n_rot = p.n_rot;
-  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(n_rot));
-  for (int32_t h = 0; h < n_head; ++h) {
-    float* v = x + static_cast<int64_t>(h) * head_dim;
-    float theta = static_cast<float>(pos) * p.freq_scale;
-    for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
-      const float cos_t = std::cos(theta);
-      const float sin_t = std::sin(theta);
-      // NORM rotates (x[i0], x[i0+1]); NEOX rotates (x[i0/2], x[i0/2 + n_rot/2]).
-      const int32_t a = p.style == hal::RopeStyle::kNorm ? i0 : i0 / 2;
-      const int32_t b = p.style == hal::RopeStyle::kNorm ? i0 + 1 : i0 / 2 + n_rot / 2;
-      const float x0 = v[a];
-      const float x1 = v[b];
-      v[a] = x0 * cos_t - x1 * sin_t;
-      v[b] = x0 * sin_t + x1 * cos_t;
-      theta *= theta_scale;
-    }
-  }
 }
 
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
@@ -186,5 +258,22 @@ void relu2_mul(const float* a, const float* b, int64_t n, float* dst) {
 void add(const float* a, const float* b, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
 }
+
+}  // namespace scalar
+
+constinit const KernelSet kScalarKernels = {
+    .name = "scalar",
+    .needs = {},
+    .ternary_rows_per_group = 1,
+    .matmul_ternary = scalar::matmul_ternary,
+    .matmul_float = scalar::matmul_float,
+    .quantize_act = scalar::quantize_act,
+    .rms_norm_row = scalar::rms_norm_row,
+    .rope_row = rope_row,
+    .attention_head = scalar::attention_head,
+    .silu_mul = scalar::silu_mul,
+    .relu2_mul = scalar::relu2_mul,
+    .add = scalar::add,
+};
 
 }  // namespace bitnet::cpu

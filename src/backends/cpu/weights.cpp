@@ -2,48 +2,185 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "quant/i2s.h"
 #include "quant/quant.h"
+#include "quant/tq2_0.h"
 
 namespace bitnet::cpu {
 
-void pack_ternary_rows(const uint8_t* codes, int64_t n_rows, int64_t n_cols, uint8_t* packed) {
-  const int64_t n_groups = n_rows * n_cols / 128;  // groups never straddle rows
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* c = codes + g * 128;
-    uint8_t* out = packed + g * 32;
-    for (int j = 0; j < 32; ++j) {
-      out[j] = static_cast<uint8_t>((c[j] << 6) | (c[j + 32] << 4) | (c[j + 64] << 2) | c[j + 96]);
-    }
+namespace {
+
+// Row groups repacked per parallel chunk: large enough that decoding a chunk (one small
+// allocation) is cheap next to its work, small enough to balance 2..64 threads.
+constexpr int64_t kRowsPerRepackChunk = 64;
+
+// Rows [r0, r1) of a ternary tensor as a standalone tensor of the same type. TQ rows are whole
+// blocks and slice in place; I2_S keeps its one scale in a trailer after all the codes, so the
+// rows' code bytes and that trailer are copied into `scratch`.
+std::span<const uint8_t> row_range(GgmlType type, std::span<const uint8_t> bytes, int64_t n_cols,
+                                   int64_t n_rows, int64_t r0, int64_t r1,
+                                   std::vector<uint8_t>& scratch) {
+  if (type != GgmlType::kI2_S) {
+    const auto row_bytes = static_cast<size_t>(bytes.size() / static_cast<size_t>(n_rows));
+    return bytes.subspan(static_cast<size_t>(r0) * row_bytes, static_cast<size_t>(r1 - r0) * row_bytes);
   }
+  const auto row_bytes = static_cast<size_t>(n_cols / 4);
+  const auto codes = static_cast<size_t>(r1 - r0) * row_bytes;
+  const auto trailer = bytes.subspan(static_cast<size_t>(n_rows) * row_bytes, quant::kI2sTrailerBytes);
+  scratch.resize(codes + trailer.size());
+  std::memcpy(scratch.data(), bytes.data() + static_cast<size_t>(r0) * row_bytes, codes);
+  std::memcpy(scratch.data() + codes, trailer.data(), trailer.size());
+  return scratch;
 }
 
-Result<CpuWeight> prepare_weight(const hal::WeightDesc& d) {
+// Whether any 2-bit field of the 32 bytes at p holds code 3 (both bits of a pair set).
+bool has_code_3(const uint8_t* p) {
+  uint64_t any = 0;
+  for (int i = 0; i < 4; ++i) {
+    uint64_t v;
+    std::memcpy(&v, p + 8 * i, 8);
+    any |= v & (v >> 1) & 0x5555555555555555u;
+  }
+  return any != 0;
+}
+
+// I2_S and TQ2_0 files hold the repacked code bytes already (TQ2_0 with each byte's bit pairs
+// reversed, quant/i2s.h): rows [r0, r1) are copied group by group without decoding, with their
+// scales (I2_S: the f32 after all n/4 code bytes; TQ2_0: each 66-byte block's fp16 d after its
+// 64 code bytes). False, with nothing to trust in `t`, when a code 3 shows up: the format's
+// decoder then names the element.
+bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t r0, int64_t r1,
+                     TernaryWeights& t) {
+  static const std::array<uint8_t, 256> kReversed = [] {
+    std::array<uint8_t, 256> table{};
+    for (int b = 0; b < 256; ++b) table[static_cast<size_t>(b)] = quant::reverse_bit_pairs(static_cast<uint8_t>(b));
+    return table;
+  }();
+  const int64_t n_groups = n_cols / kGroupCols;
+  const int64_t n_blocks = n_cols / t.scale_block;
+  const bool tq2 = d.type == GgmlType::kTQ2_0;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t g = 0; g < n_groups; ++g) {
+      // I2_S: 32 bytes per group, rows after rows. TQ2_0: one block per two groups.
+      const uint8_t* src = tq2 ? d.bytes.data() + (r * n_groups + g) / 2 * quant::kTq2_0BlockBytes + g % 2 * kGroupBytes
+                               : d.bytes.data() + (r * n_groups + g) * kGroupBytes;
+      if (has_code_3(src)) return false;
+      uint8_t* dst = t.packed.data() + t.group_offset(r, g, n_groups);
+      if (tq2) {
+        for (int64_t j = 0; j < kGroupBytes; ++j) dst[j] = kReversed[src[j]];
+      } else {
+        std::memcpy(dst, src, kGroupBytes);
+      }
+    }
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      float scale;
+      if (tq2) {
+        uint16_t half;
+        std::memcpy(&half, d.bytes.data() + (r * n_blocks + b) * quant::kTq2_0BlockBytes + 2 * kGroupBytes, 2);
+        scale = fp16_to_fp32(half);
+      } else {
+        std::memcpy(&scale, d.bytes.data() + n_rows * n_cols / 4, 4);
+      }
+      t.scales[t.scale_index(r, b, n_blocks)] = scale;
+    }
+  }
+  return true;
+}
+
+// Writes the row groups [rg0, rg1) of `t` (rows clipped to n_rows) from the file's bytes.
+Status repack_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t rg0,
+                         int64_t rg1, TernaryWeights& t) {
+  const int64_t rows = t.rows_per_group;
+  const int64_t r0 = rg0 * rows;
+  const int64_t r1 = std::min(n_rows, rg1 * rows);
+  if ((d.type == GgmlType::kI2_S || d.type == GgmlType::kTQ2_0) && copy_code_bytes(d, n_cols, n_rows, r0, r1, t)) {
+    return {};
+  }
+  std::vector<uint8_t> scratch;
+  const auto src = row_range(d.type, d.bytes, n_cols, n_rows, r0, r1, scratch);
+  BITNET_ASSIGN_OR_RETURN(quant::TernaryRows decoded, quant::decode_ternary_rows(d.type, src, n_cols, r1 - r0));
+  const int64_t n_groups = n_cols / kGroupCols;
+  const int64_t n_blocks = n_cols / t.scale_block;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* codes = decoded.codes.data() + (r - r0) * n_cols;
+    for (int64_t g = 0; g < n_groups; ++g) {
+      quant::i2s_pack_group(codes + g * kGroupCols, t.packed.data() + t.group_offset(r, g, n_groups));
+    }
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      t.scales[t.scale_index(r, b, n_blocks)] = decoded.scales[static_cast<size_t>((r - r0) * n_blocks + b)];
+    }
+  }
+  return {};
+}
+
+Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_group, ThreadPool* pool) {
+  if (w.n_cols % kGroupCols != 0) {
+    return unsupported(fmt::format("ternary tensor {} has rows of {} elements; the CPU kernels "
+                                   "need a multiple of {}", d.name, w.n_cols, kGroupCols));
+  }
+  const int64_t n = w.n_cols * w.n_rows;
+  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, ggml_tensor_n_bytes(d.type, n));
+  if (n == 0 || d.bytes.size() != n_bytes) {
+    return corrupt_file(fmt::format("ternary tensor {} of {} elements has {} bytes", d.name, n, d.bytes.size()));
+  }
+  TernaryWeights& t = w.ternary;
+  t.rows_per_group = rows_per_group;
+  // A per-tensor scale (I2_S) is kept once per row, as quant::decode_ternary_rows does.
+  const int64_t block = quant::ternary_scale_block(d.type, n);
+  t.scale_block = block == n ? w.n_cols : block;
+  if (w.n_cols % t.scale_block != 0) {
+    return unsupported(fmt::format("{}: scale blocks of {} do not tile rows of {}", d.name, t.scale_block, w.n_cols));
+  }
+  const int64_t n_row_groups = (w.n_rows + rows_per_group - 1) / rows_per_group;
+  // Padding rows: code 1 (w = 0) in every 2-bit field, scale 0.
+  t.packed.assign(static_cast<size_t>(n_row_groups * rows_per_group * w.n_cols / 4), 0x55);
+  t.scales.assign(static_cast<size_t>(n_row_groups * rows_per_group * (w.n_cols / t.scale_block)), 0.0f);
+
+  std::mutex mutex;
+  Status first_error;
+  const auto repack = [&](int64_t rg0, int64_t rg1) {
+    Status s = repack_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!s.ok() && first_error.ok()) first_error = std::move(s);
+  };
+  const int64_t chunk = std::max<int64_t>(1, kRowsPerRepackChunk / rows_per_group);
+  if (pool != nullptr) {
+    pool->parallel_for(n_row_groups, chunk, repack);
+  } else {
+    repack(0, n_row_groups);
+  }
+  return first_error.with_context(d.name);
+}
+
+}  // namespace
+
+uint64_t CpuWeight::resident_bytes() const {
+  return ternary.packed.size() + ternary.scales.size() * sizeof(float) + values.size() * sizeof(float);
+}
+
+Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_group, ThreadPool* pool) {
   CpuWeight w;
   w.type = d.type;
   w.n_cols = d.ne[0];
   w.n_rows = d.ne[1] * d.ne[2] * d.ne[3];
-  const int64_t n = w.n_cols * w.n_rows;
-  if (!quant::is_ternary(d.type)) {
-    BITNET_ASSIGN_OR_RETURN(uint64_t row_bytes, ggml_tensor_n_bytes(d.type, w.n_cols));
-    w.raw = d.bytes;
-    w.row_bytes = static_cast<int64_t>(row_bytes);
-    if (w.n_rows == 1) {
-      w.values.resize(static_cast<size_t>(w.n_cols));
-      BITNET_RETURN_IF_ERROR(quant::dequantize(d.type, d.bytes, w.n_cols, w.values.data())
-                                 .with_context(d.name));
-    }
+  if (quant::is_ternary(d.type)) {
+    BITNET_RETURN_IF_ERROR(prepare_ternary(d, w, rows_per_group, pool));
     return w;
   }
-  if (w.n_cols % 128 != 0) {
-    return unsupported(fmt::format("ternary tensor {} has rows of {} elements; the CPU kernels "
-                                   "need a multiple of 128", d.name, w.n_cols));
+  BITNET_ASSIGN_OR_RETURN(uint64_t row_bytes, ggml_tensor_n_bytes(d.type, w.n_cols));
+  w.raw = d.bytes;
+  w.row_bytes = static_cast<int64_t>(row_bytes);
+  if (w.n_rows == 1) {
+    w.values.resize(static_cast<size_t>(w.n_cols));
+    BITNET_RETURN_IF_ERROR(quant::dequantize(d.type, d.bytes, w.n_cols, w.values.data()).with_context(d.name));
   }
-  auto rows = quant::decode_ternary_rows(d.type, d.bytes, w.n_cols, w.n_rows);
-  if (!rows.ok()) return rows.status().with_context(d.name);
-  w.ternary.packed.resize(static_cast<size_t>(n / 4));
-  pack_ternary_rows(rows->codes.data(), w.n_rows, w.n_cols, w.ternary.packed.data());
-  w.ternary.scale_block = rows->scale_block;
-  w.ternary.scales = std::move(rows->scales);
   return w;
 }
 

@@ -1,0 +1,163 @@
+// Micro-benchmarks of every CPU kernel set this machine runs: the W2A8 ternary GEMV (decode)
+// and GEMM (prefill) on the 2B-4T shapes, the F16 GEMV of a head-like matrix, activation
+// quantization. Counters: GB/s = weight bytes read per second (the decode limit is memory
+// bandwidth), GMAC/s = multiply-adds per second. `threads` splits rows over a thread pool as
+// the backend does.
+//
+//   build-simd/bin/bench_cpu_kernels --benchmark_filter='gemv'
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernel_set.h"
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "quant/quant.h"
+
+namespace bitnet::cpu {
+namespace {
+
+// 2B-4T shapes as n_rows x n_cols: q/o and k/v-like, gate/up, down.
+struct Shape {
+  int64_t n_rows;
+  int64_t n_cols;
+};
+constexpr Shape kTernaryShapes[] = {{2560, 2560}, {6912, 2560}, {2560, 6912}};
+constexpr Shape kHeadShape = {32000, 2560};
+
+// File bytes of a random weight, kept for the whole run (a CpuWeight may point into them).
+const std::vector<uint8_t>& file_bytes(GgmlType type, Shape s) {
+  static std::map<std::tuple<int, int64_t, int64_t>, std::vector<uint8_t>> cache;
+  auto& bytes = cache[{static_cast<int>(type), s.n_rows, s.n_cols}];
+  if (!bytes.empty()) return bytes;
+  std::mt19937 rng(1);
+  const int64_t n = s.n_rows * s.n_cols;
+  if (quant::is_ternary(type)) {
+    std::vector<uint8_t> codes(static_cast<size_t>(n));
+    for (auto& c : codes) c = static_cast<uint8_t>(rng() % 3);
+    std::vector<float> scales(static_cast<size_t>(n / quant::ternary_scale_block(type, n)), 0.5f);
+    bytes = *quant::ternary_encode(type, codes.data(), scales.data(), n);
+  } else {
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = d(rng);
+    bytes = *quant::quantize(type, v.data(), s.n_rows, s.n_cols);
+  }
+  return bytes;
+}
+
+CpuWeight weight(const KernelSet& set, GgmlType type, Shape s) {
+  const hal::WeightDesc d{"w", type, {s.n_cols, s.n_rows, 1, 1}, file_bytes(type, s)};
+  return *prepare_weight(d, set.ternary_rows_per_group);
+}
+
+std::vector<float> activations(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+// Runs fn(r0, r1) over all rows, split into row groups of `rows` over the pool's threads.
+void split_rows(ThreadPool& pool, int64_t n_rows, int64_t rows, const auto& fn) {
+  pool.parallel_for((n_rows + rows - 1) / rows, 1, [&](int64_t g0, int64_t g1) {
+    fn(g0 * rows, std::min(n_rows, g1 * rows));
+  });
+}
+
+void set_counters(benchmark::State& state, double weight_bytes, double macs) {
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(weight_bytes * n / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GMAC/s"] = benchmark::Counter(macs * n / 1e9, benchmark::Counter::kIsRate);
+}
+
+void bench_ternary(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens,
+                   int n_threads) {
+  const CpuWeight w = weight(*set, type, s);
+  const auto x = activations(n_tokens * s.n_cols, 2);
+  Q8Buffer q8;
+  q8.resize(n_tokens, s.n_cols);
+  for (int64_t t = 0; t < n_tokens; ++t) q8.quantize(*set, t, x.data() + t * s.n_cols);
+  const Q8Rows q = q8.rows();
+  std::vector<float> y(static_cast<size_t>(n_tokens * s.n_rows));
+  ThreadPool pool(n_threads);
+  for (auto _ : state) {
+    split_rows(pool, s.n_rows, set->ternary_rows_per_group,
+               [&](int64_t r0, int64_t r1) { set->matmul_ternary(w, q, y.data(), r0, r1); });
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, static_cast<double>(w.ternary.packed.size()),
+               static_cast<double>(s.n_rows * s.n_cols * n_tokens));
+}
+
+void bench_float(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens, int n_threads) {
+  const CpuWeight w = weight(*set, type, s);
+  const auto x = activations(n_tokens * s.n_cols, 3);
+  std::vector<float> y(static_cast<size_t>(n_tokens * s.n_rows));
+  ThreadPool pool(n_threads);
+  for (auto _ : state) {
+    split_rows(pool, s.n_rows, 8, [&](int64_t r0, int64_t r1) { set->matmul_float(w, x.data(), n_tokens, y.data(), r0, r1); });
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, static_cast<double>(w.raw.size()), static_cast<double>(s.n_rows * s.n_cols * n_tokens));
+}
+
+void bench_quantize(benchmark::State& state, const KernelSet* set, int64_t n_cols) {
+  const auto x = activations(n_cols, 4);
+  Q8Buffer q8;
+  q8.resize(1, n_cols);
+  for (auto _ : state) {
+    q8.quantize(*set, 0, x.data());
+    benchmark::DoNotOptimize(q8.rows().q);
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n_cols * 4) * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+void register_set(const KernelSet* set) {
+  const std::string name(set->name);
+  for (Shape s : kTernaryShapes) {
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(fmt::format("gemv_w2a8/{}/{}x{}/threads:{}", name, s.n_rows, s.n_cols, threads).c_str(),
+                                   bench_ternary, set, GgmlType::kI2_S, s, int64_t{1}, threads)->UseRealTime();
+    }
+    for (int64_t n_tokens : {8, 64}) {
+      benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:{}", name, s.n_rows, s.n_cols, n_tokens).c_str(),
+                                   bench_ternary, set, GgmlType::kI2_S, s, n_tokens, 1)->UseRealTime();
+    }
+  }
+  // TQ2_0: a scale per 256 columns, so a float update per 2 groups instead of per row.
+  benchmark::RegisterBenchmark(fmt::format("gemv_w2a8_tq2_0/{}/2560x2560/threads:1", name).c_str(), bench_ternary, set,
+                               GgmlType::kTQ2_0, Shape{2560, 2560}, int64_t{1}, 1)->UseRealTime();
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(fmt::format("gemv_{}/{}/{}x{}/threads:{}", ggml_type_name(type), name,
+                                               kHeadShape.n_rows, kHeadShape.n_cols, threads).c_str(),
+                                   bench_float, set, type, kHeadShape, int64_t{1}, threads)->UseRealTime();
+    }
+  }
+  benchmark::RegisterBenchmark(fmt::format("gemm_f16/{}/2560x2560/tokens:8", name).c_str(), bench_float, set,
+                               GgmlType::kF16, Shape{2560, 2560}, int64_t{8}, 1)->UseRealTime();
+  benchmark::RegisterBenchmark(fmt::format("quantize_act/{}/6912", name).c_str(), bench_quantize, set, int64_t{6912});
+}
+
+}  // namespace
+}  // namespace bitnet::cpu
+
+int main(int argc, char** argv) {
+  const bitnet::CpuFeatures features = bitnet::detect_cpu_features();
+  for (const bitnet::cpu::KernelSet* set : bitnet::cpu::kernel_sets()) {
+    if (set->supported(features)) bitnet::cpu::register_set(set);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

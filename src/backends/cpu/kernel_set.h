@@ -1,0 +1,117 @@
+// Level 1, CPU: kernel providers. A KernelSet is a table of function pointers for one
+// instruction set ("scalar", "avx2", "avxvnni", "avx512vnni"; "neon", "neon-dotprod" are the
+// Arm slots). Each set's code lives in its own files compiled with that ISA's flags
+// (kernels_<isa>*.cpp); kernel_sets.cpp is the one file that knows which sets a build has.
+// The backend picks a set once (make_cpu_backend) and calls only through it.
+//
+// Every set matches the scalar twin (kernels_scalar.cpp): W2A8 matmul and activation
+// quantization bit for bit; float kernels within rounding (their sums run in another order).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/cpu/weights.h"
+#include "core/cpu_features.h"
+#include "hal/ops.h"
+
+namespace bitnet::cpu {
+
+// Token vectors of Q8 activations are padded to a multiple of this, so that a kernel may load
+// the scales or group sums of 8 consecutive tokens at once.
+inline constexpr int64_t kTokenPad = 8;
+
+// W2A8 activations of n_tokens rows of n_cols (KernelSet::quantize_act's output).
+struct Q8Rows {
+  const int8_t* q = nullptr;           // [n_tokens][n_cols]
+  const float* scale = nullptr;        // [token_stride]: s of token t, x ~ q / s
+  const int32_t* group_sum = nullptr;  // [n_groups][token_stride]: sum of q over columns
+                                       // [128g, 128g + 128) of token t at g * token_stride + t
+  int64_t n_tokens = 0;
+  int64_t n_cols = 0;
+  int64_t token_stride = 0;            // n_tokens rounded up to kTokenPad
+
+  // The activation sum over whole groups [g0, g1) of token t: the "- act_sum" term of a
+  // scale block, exact in int32.
+  int32_t block_sum(int64_t t, int64_t g0, int64_t g1) const {
+    int32_t sum = 0;
+    for (int64_t g = g0; g < g1; ++g) sum += group_sum[g * token_stride + t];
+    return sum;
+  }
+};
+
+struct KernelSet;
+
+// Owns Q8 activations for up to n_tokens rows; padding lanes hold scale 1 and sum 0.
+class Q8Buffer {
+ public:
+  void resize(int64_t n_tokens, int64_t n_cols);
+  // Quantizes x[n_cols] into token t (rows may be quantized concurrently).
+  void quantize(const KernelSet& kernels, int64_t t, const float* x);
+  Q8Rows rows() const;
+
+ private:
+  int64_t n_tokens_ = 0;
+  int64_t n_cols_ = 0;
+  int64_t token_stride_ = 0;
+  std::vector<int8_t> q_;
+  std::vector<float> scale_;
+  std::vector<int32_t> group_sum_;
+};
+
+struct KernelSet {
+  std::string_view name;                    // "avx2": the device id is "cpu-" + name
+  std::span<const std::string_view> needs;  // CpuFeatures names the set executes
+  int32_t ternary_rows_per_group;           // the repacked ternary layout it reads (weights.h)
+
+  // W2A8: y[t][r] = sum_b (sum_{k in b} code[r][k] * q[t][k] - act_sum[t][b]) / s[t] * scale[r][b]
+  // for rows r in [r0, r1) and every token; per block the integer dot is exact and the float
+  // update `acc += float(dot - act_sum) / s * scale` runs block after block from acc = 0.
+  // y: [x.n_tokens][w.n_rows]; w repacked with ternary_rows_per_group.
+  void (*matmul_ternary)(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1);
+  // y[t][r] = sum_k w[r][k] * x[t][k] for r in [r0, r1); x: [n_tokens][w.n_cols] floats;
+  // y: [n_tokens][w.n_rows]. Any dequantizable type; F32/F16/BF16/Q8_0 read in place.
+  void (*matmul_float)(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                       int64_t r1);
+  // One row, as quant::act_quant_i8 bit for bit: x[n_cols] -> q[n_cols] and the sum of q over
+  // each 128-column group g (the last may be partial) at group_sum[g * group_sum_stride];
+  // returns s.
+  float (*quantize_act)(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum,
+                        int64_t group_sum_stride);
+  // One row: dst = x / sqrt(mean(x^2) + eps) * g, the mean of squares summed in double.
+  void (*rms_norm_row)(const float* x, const float* g, int64_t n, float eps, float* dst);
+  // Rotates the n_head heads (head_dim each) of one row at position pos.
+  void (*rope_row)(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p);
+  // Causal attention of one query head over cached positions [0, n_pos); k, v: cache rows of
+  // n_embd_kv floats, the head reads its kv head's slice at kv_off; scores: n_pos floats of
+  // scratch. Softmax as llama.cpp: exp(score - max), the sum in double.
+  void (*attention_head)(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
+                         int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                         float* scores, float* out);
+  void (*silu_mul)(const float* a, const float* b, int64_t n, float* dst);
+  void (*relu2_mul)(const float* a, const float* b, int64_t n, float* dst);
+  void (*add)(const float* a, const float* b, int64_t n, float* dst);
+
+  // Whether `f` has every feature in `needs`.
+  bool supported(const CpuFeatures& f) const;
+  // The features in `needs` that `f` lacks.
+  std::vector<std::string_view> missing(const CpuFeatures& f) const;
+};
+
+// The sets, each defined in its ISA's files and constant-initialized: no code compiled for an
+// ISA runs before that set has been chosen. Only kernel_sets.cpp names them.
+extern const KernelSet kScalarKernels;
+extern const KernelSet kAvx2Kernels;        // x86-64 builds
+extern const KernelSet kAvxVnniKernels;     // x86-64 builds
+extern const KernelSet kAvx512VnniKernels;  // x86-64 builds
+
+// Every set this build has, from the portable scalar set to the most specific.
+std::span<const KernelSet* const> kernel_sets();
+// The set called `requested` if `f` executes it ("" = the most specific one it executes), or
+// an error naming the missing features and the sets `f` runs, or the known names.
+Result<const KernelSet*> select_kernel_set(std::string_view requested, const CpuFeatures& f);
+
+}  // namespace bitnet::cpu

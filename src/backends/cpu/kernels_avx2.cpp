@@ -1,0 +1,276 @@
+// AVX2 set, W2A8 part: the ternary matmul over row groups of 4 rows and the activation
+// quantization. Bit-identical to the scalar twin: integer dots are exact, and the float update
+// per scale block is the scalar expression evaluated lane by lane (no FMA contraction: the
+// CPU backend is compiled with -ffp-contract=off).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/kernels_avx2.h"
+#include "core/check.h"
+
+namespace bitnet::cpu::avx2 {
+
+namespace {
+
+constexpr int kTileTokens = 8;  // tokens per prefill tile: one int32 lane each after reduction
+
+// The four activation slices of one 128-column group: a[k] holds columns 32k .. 32k+31, which
+// meet the 2-bit field k of the group's code bytes (bits 7-6 for k = 0 ... bits 1-0 for k = 3).
+struct GroupActs {
+  __m256i a[4];
+};
+
+GroupActs load_acts(const int8_t* q) {
+  GroupActs g;
+  for (int k = 0; k < 4; ++k) g.a[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * k));
+  return g;
+}
+
+// The codes of one row's group as four vectors of unsigned bytes in {0, 1, 2}, c[k] = field k.
+struct GroupCodes {
+  __m256i c[4];
+};
+
+GroupCodes unpack_codes(const uint8_t* bytes) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
+  const __m256i mask = _mm256_set1_epi8(3);
+  // 16-bit shifts pull bits across the byte boundary; the mask keeps each byte's own field.
+  return {{_mm256_and_si256(_mm256_srli_epi16(v, 6), mask), _mm256_and_si256(_mm256_srli_epi16(v, 4), mask),
+           _mm256_and_si256(_mm256_srli_epi16(v, 2), mask), _mm256_and_si256(v, mask)}};
+}
+
+// Groups whose dots are summed in int16 before widening. Each maddubs int16 lane holds two
+// products, |code * q| <= 2 * 128, so |lane| <= 512; a group adds four maddubs results
+// (<= 2048) and a span of 8 groups at most 16384. int16 would overflow after 64 maddubs
+// results, 16 groups: bitnet.cpp's AVX2 I2_S kernel sums 4096 products and does
+// (microsoft/BitNet#629).
+constexpr int64_t kInt16Groups = 8;
+
+// dot16 + sum code * q over one group, as 16 int16 lanes.
+__m256i add_group_dot(__m256i dot16, const GroupCodes& w, const __m256i a0, const __m256i a1, const __m256i a2,
+                      const __m256i a3) {
+  const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(w.c[0], a0), _mm256_maddubs_epi16(w.c[1], a1));
+  const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(w.c[2], a2), _mm256_maddubs_epi16(w.c[3], a3));
+  return _mm256_add_epi16(dot16, _mm256_add_epi16(s01, s23));
+}
+
+__m256i add_group_dot(__m256i dot16, const GroupCodes& w, const GroupActs& x) {
+  return add_group_dot(dot16, w, x.a[0], x.a[1], x.a[2], x.a[3]);
+}
+
+__m256i add_group_dot(__m256i dot16, const GroupCodes& w, const int8_t* q) {
+  const auto* p = reinterpret_cast<const __m256i*>(q);
+  return add_group_dot(dot16, w, _mm256_loadu_si256(p), _mm256_loadu_si256(p + 1), _mm256_loadu_si256(p + 2),
+                       _mm256_loadu_si256(p + 3));
+}
+
+// dot32 + the int16 lanes of dot16, widened in pairs.
+__m256i widen_add(__m256i dot32, __m256i dot16) {
+  return _mm256_add_epi32(dot32, _mm256_madd_epi16(dot16, _mm256_set1_epi16(1)));
+}
+
+// {sum of a[0], ..., sum of a[3]}.
+__m128i hsum4(const __m256i a[4]) {
+  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+// {sum of a[0], ..., sum of a[7]}.
+__m256i hsum8(const __m256i a[8]) {
+  const __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+  const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(a[4], a[5]), _mm256_hadd_epi32(a[6], a[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// The shape of a repacked ternary weight, in groups and blocks.
+struct TernaryShape {
+  int64_t n_groups;      // 128-column groups per row
+  int64_t block_groups;  // groups per scale block
+  int64_t n_blocks;      // scale blocks per row
+  explicit TernaryShape(const CpuWeight& w)
+      : n_groups(w.n_cols / kGroupCols),
+        block_groups(w.ternary.scale_block / kGroupCols),
+        n_blocks(n_groups / block_groups) {}
+};
+
+// Decode: token t, the 4 rows of row group rg. One pass over the group's codes; each
+// activation slice is loaded once for the 4 rows. Returns the 4 outputs.
+__m128 gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg) {
+  const int8_t* q = x.q + t * w.n_cols;
+  const uint8_t* codes = w.ternary.packed.data() + rg * sh.n_groups * kTernaryRows * kGroupBytes;
+  const float* scales = w.ternary.scales.data() + rg * sh.n_blocks * kTernaryRows;
+  const __m128 s = _mm_set1_ps(x.scale[t]);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < sh.n_blocks; ++b) {
+    const int64_t g0 = b * sh.block_groups;
+    const int64_t g1 = g0 + sh.block_groups;
+    __m256i dot[kTernaryRows] = {};
+    for (int64_t span = g0; span < g1; span += kInt16Groups) {
+      __m256i dot16[kTernaryRows] = {};
+      for (int64_t g = span; g < std::min(g1, span + kInt16Groups); ++g) {
+        const GroupActs a = load_acts(q + g * kGroupCols);
+        const uint8_t* group = codes + g * kTernaryRows * kGroupBytes;
+        for (int i = 0; i < kTernaryRows; ++i) dot16[i] = add_group_dot(dot16[i], unpack_codes(group + i * kGroupBytes), a);
+      }
+      for (int i = 0; i < kTernaryRows; ++i) dot[i] = widen_add(dot[i], dot16[i]);
+    }
+    const __m128i act_sum = _mm_set1_epi32(x.block_sum(t, g0, g1));
+    const __m128 d = _mm_cvtepi32_ps(_mm_sub_epi32(hsum4(dot), act_sum));
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_div_ps(d, s), _mm_loadu_ps(scales + b * kTernaryRows)));
+  }
+  return acc;
+}
+
+void gemv(const CpuWeight& w, const Q8Rows& x, int64_t t, float* y, int64_t r0, int64_t r1) {
+  const TernaryShape sh(w);
+  for (int64_t rg = r0 / kTernaryRows; rg * kTernaryRows < r1; ++rg) {
+    alignas(16) float out[kTernaryRows];
+    _mm_store_ps(out, gemv_row_group(w, sh, x, t, rg));
+    // A range may start or end inside a row group: keep only its rows.
+    for (int64_t r = std::max(r0, rg * kTernaryRows); r < std::min(r1, (rg + 1) * kTernaryRows); ++r) {
+      y[t * w.n_rows + r] = out[r % kTernaryRows];
+    }
+  }
+}
+
+// Prefill: one row against T tokens (t0 .. t0+T-1); each group's codes are unpacked once and
+// reused for the T tokens. Lane j of the float accumulator is token t0 + j.
+template <int T>
+void gemm_row(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t r, float* y) {
+  // Row r's group g is at row_codes + g * kTernaryRows * kGroupBytes (weights.h).
+  const uint8_t* row_codes = w.ternary.packed.data() + w.ternary.group_offset(r, 0, sh.n_groups);
+  const float* row_scales = w.ternary.scales.data() + w.ternary.scale_index(r, 0, sh.n_blocks);
+  const int8_t* q = x.q + t0 * w.n_cols;
+  const __m256 s = _mm256_loadu_ps(x.scale + t0);  // padded to 8 tokens (kTokenPad)
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < sh.n_blocks; ++b) {
+    const int64_t g0 = b * sh.block_groups;
+    const int64_t g1 = g0 + sh.block_groups;
+    __m256i dot[kTileTokens] = {};  // lanes of tokens >= T stay 0
+    __m256i act_sum = _mm256_setzero_si256();
+    for (int64_t span = g0; span < g1; span += kInt16Groups) {
+      __m256i dot16[T] = {};
+      for (int64_t g = span; g < std::min(g1, span + kInt16Groups); ++g) {
+        const GroupCodes c = unpack_codes(row_codes + g * kTernaryRows * kGroupBytes);
+        for (int j = 0; j < T; ++j) dot16[j] = add_group_dot(dot16[j], c, q + j * w.n_cols + g * kGroupCols);
+        act_sum = _mm256_add_epi32(
+            act_sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.group_sum + g * x.token_stride + t0)));
+      }
+      for (int j = 0; j < T; ++j) dot[j] = widen_add(dot[j], dot16[j]);
+    }
+    const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(hsum8(dot), act_sum));
+    const __m256 scale = _mm256_set1_ps(row_scales[b * kTernaryRows]);
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_div_ps(d, s), scale));
+  }
+  alignas(32) float out[kTileTokens];
+  _mm256_store_ps(out, acc);
+  for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[j];
+}
+
+template <int T>
+void gemm_tile(const CpuWeight& w, const Q8Rows& x, int64_t t0, float* y, int64_t r0, int64_t r1) {
+  const TernaryShape sh(w);
+  for (int64_t r = r0; r < r1; ++r) gemm_row<T>(w, sh, x, t0, r, y);
+}
+
+using TileFn = void (*)(const CpuWeight&, const Q8Rows&, int64_t, float*, int64_t, int64_t);
+constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,        gemm_tile<1>, gemm_tile<2>, gemm_tile<3>, gemm_tile<4>,
+                                            gemm_tile<5>, gemm_tile<6>, gemm_tile<7>, gemm_tile<8>};
+
+// One activation as quant::act_quant_i8 rounds and clamps it (NaN -> 0).
+int8_t quantize_one(float x, float s) {
+  const float r = std::nearbyint(x * s);
+  if (r >= 127.0f) return 127;
+  if (r <= -128.0f) return -128;
+  return r == r ? static_cast<int8_t>(r) : 0;
+}
+
+// 8 activations: round half to even, clamp to [-128, 127], NaN -> 0, as int32.
+__m256i quantize8(const float* x, __m256 s) {
+  const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // min/max return their second operand when either is NaN: r last keeps a NaN, then it is zeroed.
+  const __m256 clamped = _mm256_max_ps(_mm256_set1_ps(-128.0f), _mm256_min_ps(_mm256_set1_ps(127.0f), r));
+  return _mm256_cvtps_epi32(_mm256_and_ps(clamped, _mm256_cmp_ps(r, r, _CMP_ORD_Q)));
+}
+
+float max_abs(const float* x, int64_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  int64_t i = 0;
+  // max_ps returns its second operand when either is NaN: a NaN |x| never becomes the max.
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), m);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float amax = 0.0f;
+  for (float v : lanes) amax = v > amax ? v : amax;
+  for (; i < n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
+  return amax;
+}
+
+}  // namespace
+
+void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  BITNET_CHECK(w.ternary.rows_per_group == kTernaryRows);
+  if (x.n_tokens == 1) return gemv(w, x, 0, y, r0, r1);
+  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
+    kTiles[std::min<int64_t>(kTileTokens, x.n_tokens - t0)](w, x, t0, y, r0, r1);
+  }
+}
+
+float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum, int64_t group_sum_stride) {
+  // As act_quant_i8: max|x| floored at 1e-5 in double, s = (float)(127 / max).
+  const float s = static_cast<float>(127.0 / std::max(static_cast<double>(max_abs(x, n_cols)), 1e-5));
+  const __m256 sv = _mm256_set1_ps(s);
+  // packs_epi32 and packs_epi16 interleave 128-bit lanes; this puts the 32 bytes back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t k0 = 0; k0 < n_cols; k0 += kGroupCols) {
+    const int64_t k1 = std::min(n_cols, k0 + kGroupCols);
+    __m256i sum = _mm256_setzero_si256();
+    int64_t k = k0;
+    for (; k + 32 <= k1; k += 32) {
+      const __m256i a = quantize8(x + k, sv), b = quantize8(x + k + 8, sv);
+      const __m256i c = quantize8(x + k + 16, sv), d = quantize8(x + k + 24, sv);
+      sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d)));
+      const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + k), _mm256_permutevar8x32_epi32(bytes, order));
+    }
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
+    int32_t total = 0;
+    for (int32_t v : lanes) total += v;
+    for (; k < k1; ++k) {
+      q[k] = quantize_one(x[k], s);
+      total += q[k];
+    }
+    group_sum[k0 / kGroupCols * group_sum_stride] = total;
+  }
+  return s;
+}
+
+}  // namespace bitnet::cpu::avx2
+
+namespace bitnet::cpu {
+
+namespace {
+constexpr std::string_view kAvx2Needs[] = {"avx2", "fma", "f16c"};
+}
+
+constinit const KernelSet kAvx2Kernels = {
+    .name = "avx2",
+    .needs = kAvx2Needs,
+    .ternary_rows_per_group = avx2::kTernaryRows,
+    .matmul_ternary = avx2::matmul_ternary,
+    .matmul_float = avx2::matmul_float,
+    .quantize_act = avx2::quantize_act,
+    .rms_norm_row = avx2::rms_norm_row,
+    .rope_row = rope_row,
+    .attention_head = avx2::attention_head,
+    .silu_mul = avx2::silu_mul,
+    .relu2_mul = avx2::relu2_mul,
+    .add = avx2::add,
+};
+
+}  // namespace bitnet::cpu

@@ -1,0 +1,126 @@
+// AVX2 set, the ops around the matmuls: rms_norm, attention, gated activations, add.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/kernels_avx2.h"
+
+namespace bitnet::cpu::avx2 {
+
+namespace {
+
+double hsum_pd(__m256d v) {
+  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+// exp(x) for x in [-87.3, 88], within 2 ulp (Cephes' expf: x = n ln2 + r, |r| <= ln2/2, a
+// degree-5 polynomial for exp(r), then 2^n through the exponent bits, n in [-126, 127]).
+// Inputs are clamped to that range: exp of a large argument stays finite (about 1.7e38) and
+// of a very negative one a tiny normal number, where std::exp gives inf or 0.
+__m256 exp_ps(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 in two parts
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
+}
+
+}  // namespace
+
+// The sum of squares is in double as in the scalar twin, over 8 lanes instead of one: each
+// square is exact in double, only the additions' order differs (far below float rounding).
+void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* dst) {
+  __m256d acc0 = _mm256_setzero_pd();
+  __m256d acc1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+    const __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
+    acc0 = _mm256_fmadd_pd(lo, lo, acc0);
+    acc1 = _mm256_fmadd_pd(hi, hi, acc1);
+  }
+  double sum = hsum_pd(_mm256_add_pd(acc0, acc1));
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+  // (x * scale) * g as the scalar twin: bit-identical for the same scale.
+  const __m256 sv = _mm256_set1_ps(scale);
+  for (i = 0; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(g + i)));
+  }
+  for (; i < n; ++i) dst[i] = x[i] * scale * g[i];
+}
+
+// Scores with the AVX2 dot; the softmax exactly as the scalar twin (std::exp, double sum); the
+// weighted sum of V adds p * v per element in the scalar order, 64 dimensions at a time kept
+// in registers.
+void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
+                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                    float* scores, float* out) {
+  float max_score = -INFINITY;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    scores[j] = dot_f32(q, k_cache + j * n_embd_kv + kv_off, head_dim) * kq_scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv_sum;
+  constexpr int kDims = 64;
+  int32_t d0 = 0;
+  for (; d0 + kDims <= head_dim; d0 += kDims) {
+    __m256 acc[kDims / 8];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n_pos; ++j) {
+      const float* v = v_cache + j * n_embd_kv + kv_off + d0;
+      const __m256 p = _mm256_set1_ps(scores[j]);
+      for (int k = 0; k < kDims / 8; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(p, _mm256_loadu_ps(v + 8 * k)));
+    }
+    for (int k = 0; k < kDims / 8; ++k) _mm256_storeu_ps(out + d0 + 8 * k, acc[k]);
+  }
+  for (int32_t d = d0; d < head_dim; ++d) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n_pos; ++j) acc += scores[j] * v_cache[j * n_embd_kv + kv_off + d];
+    out[d] = acc;
+  }
+}
+
+// silu(a) * b with a vector exp: within a few ulp of the scalar twin's std::exp.
+void silu_mul(const float* a, const float* b, int64_t n, float* dst) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 av = _mm256_loadu_ps(a + i);
+    const __m256 den = _mm256_add_ps(one, exp_ps(_mm256_xor_ps(av, sign)));
+    _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_div_ps(av, den), _mm256_loadu_ps(b + i)));
+  }
+  for (; i < n; ++i) dst[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
+}
+
+// Exact: the compiler vectorizes these loops with AVX2.
+void relu2_mul(const float* a, const float* b, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = std::max(a[i], 0.0f);
+    dst[i] = r * r * b[i];
+  }
+}
+
+void add(const float* a, const float* b, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
+}
+
+}  // namespace bitnet::cpu::avx2

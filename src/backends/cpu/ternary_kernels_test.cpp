@@ -1,0 +1,248 @@
+// W2A8 kernels of every kernel set against the scalar twin, bit for bit: odd shapes, the row
+// ranges a thread split produces, worst-case codes and activations; and the scalar twin and
+// the activation quantization against their definitions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernel_test_util.h"
+#include "backends/cpu/kernels.h"
+#include "core/thread_pool.h"
+#include "quant/act_quant.h"
+
+namespace bitnet::cpu {
+namespace {
+
+using test::EverySet;
+using test::TestQ8;
+
+constexpr float kUnwritten = -12345.0f;  // marks outputs a kernel must not touch
+
+// y = kernels.matmul_ternary over rows [r0, r1) for every token; the rest stays kUnwritten.
+std::vector<float> run_ternary(const KernelSet& kernels, const CpuWeight& w, const Q8Rows& x,
+                               std::span<const int64_t> cuts) {
+  std::vector<float> y(static_cast<size_t>(x.n_tokens * w.n_rows), kUnwritten);
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) kernels.matmul_ternary(w, x, y.data(), cuts[i], cuts[i + 1]);
+  return y;
+}
+
+// Bitwise equality, with the first mismatches named.
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, int64_t n_rows,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  int reported = 0;
+  for (size_t i = 0; i < got.size() && reported < 5; ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      ADD_FAILURE() << what << ": token " << static_cast<int64_t>(i) / n_rows << " row "
+                    << static_cast<int64_t>(i) % n_rows << ": " << got[i] << " != " << want[i];
+      ++reported;
+    }
+  }
+}
+
+struct TernaryCase {
+  GgmlType type;
+  int64_t n_rows;
+  int64_t n_cols;
+  int64_t n_tokens;
+};
+
+std::string case_name(const TernaryCase& c) {
+  return std::string(ggml_type_name(c.type)) + " " + std::to_string(c.n_rows) + "x" + std::to_string(c.n_cols) +
+         " tokens " + std::to_string(c.n_tokens);
+}
+
+// Runs `set` and the scalar twin on the same file weight and activations, over the whole range
+// and over a thread-like split with cuts inside row groups, and compares bits.
+void check_against_twin(const KernelSet& set, const test::FileWeight& file, const Q8Rows& x, const std::string& what) {
+  const CpuWeight twin_w = test::prepare(file, kScalarKernels.ternary_rows_per_group);
+  const CpuWeight set_w = test::prepare(file, set.ternary_rows_per_group);
+  const int64_t n = file.n_rows;
+  const int64_t whole[] = {0, n};
+  const auto want = run_ternary(kScalarKernels, twin_w, x, whole);
+  expect_same_bits(run_ternary(set, set_w, x, whole), want, n, what + " [0, n)");
+  // Cuts at 1, 6, 7 and n - 1: partial row groups at both ends of ranges, a one-row range.
+  std::vector<int64_t> cuts = {0};
+  for (int64_t c : {int64_t{1}, int64_t{6}, int64_t{7}, n - 1}) {
+    if (c > cuts.back() && c < n) cuts.push_back(c);
+  }
+  cuts.push_back(n);
+  expect_same_bits(run_ternary(set, set_w, x, cuts), want, n, what + " split");
+  // Each range alone: its rows as the twin's, every other row untouched.
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const int64_t range[] = {cuts[i], cuts[i + 1]};
+    auto only = want;
+    for (int64_t t = 0; t < x.n_tokens; ++t) {
+      for (int64_t r = 0; r < n; ++r) {
+        if (r < range[0] || r >= range[1]) only[static_cast<size_t>(t * n + r)] = kUnwritten;
+      }
+    }
+    expect_same_bits(run_ternary(set, set_w, x, range), only, n,
+                     what + " rows [" + std::to_string(range[0]) + ", " + std::to_string(range[1]) + ")");
+  }
+}
+
+class TernaryMatchesTwin : public EverySet {};
+
+TEST_P(TernaryMatchesTwin, OddShapesAndThreadSplits) {
+  std::mt19937 rng(7);
+  for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
+    for (int64_t n_cols : {128, 256, 384, 2560}) {
+      if (type != GgmlType::kI2_S && n_cols % 256 != 0) continue;  // TQ blocks are 256 columns
+      for (int64_t n_rows : {1, 3, 5, 13, 37}) {
+        const auto codes = test::random_codes(n_rows * n_cols, rng);
+        const auto file = test::ternary_file(type, codes, test::random_scales(type, n_rows * n_cols, rng), n_cols, n_rows);
+        for (int64_t n_tokens : {1, 2, 3, 5, 8, 13}) {
+          Q8Buffer q8;
+          q8.resize(n_tokens, n_cols);
+          const auto x = test::random_floats(n_tokens * n_cols, rng);
+          for (int64_t t = 0; t < n_tokens; ++t) q8.quantize(kScalarKernels, t, x.data() + t * n_cols);
+          check_against_twin(set(), file, q8.rows(), case_name({type, n_rows, n_cols, n_tokens}));
+        }
+      }
+    }
+  }
+}
+
+// All codes 2 (w = +1) or all 0 (w = -1) against activations at the int8 limits: the largest
+// sums the int16 stage of a maddubs kernel ever holds (bitnet.cpp overflows here, #629).
+TEST_P(TernaryMatchesTwin, WorstCaseSums) {
+  const int64_t n_cols = 2560, n_rows = 13, n_tokens = 9;
+  for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
+    for (uint8_t code : {uint8_t{2}, uint8_t{0}}) {
+      const std::vector<uint8_t> codes(static_cast<size_t>(n_rows * n_cols), code);
+      std::vector<float> scales(static_cast<size_t>(n_rows * n_cols / quant::ternary_scale_block(type, n_rows * n_cols)), 1.0f);
+      const auto file = test::ternary_file(type, codes, scales, n_cols, n_rows);
+      std::vector<int8_t> q(static_cast<size_t>(n_tokens * n_cols));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t k = 0; k < n_cols; ++k) {
+          const int8_t pattern[] = {127, -127, -128, static_cast<int8_t>(k % 2 ? -127 : 127),
+                                    static_cast<int8_t>(k % 2 ? -128 : 127)};
+          q[static_cast<size_t>(t * n_cols + k)] = pattern[t % 5];
+        }
+      }
+      const TestQ8 x(q, std::vector<float>(static_cast<size_t>(n_tokens), 127.0f), n_tokens, n_cols);
+      const std::string what = std::string(ggml_type_name(type)) + " code " + std::to_string(code);
+      check_against_twin(set(), file, x.rows(), what);
+      // And the value itself: all codes 2 against all 127 is 2 * 127 * n_cols before the
+      // "- act_sum" term, (2*127 - 127) * n_cols / 127 after it.
+      const CpuWeight w = test::prepare(file, set().ternary_rows_per_group);
+      const int64_t whole[] = {0, n_rows};
+      const auto y = run_ternary(set(), w, x.rows(), whole);
+      const float want_first = code == 2 ? static_cast<float>(n_cols) : -static_cast<float>(n_cols);
+      EXPECT_FLOAT_EQ(y[0], want_first) << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sets, TernaryMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
+
+// The scalar twin itself against the definition, in double.
+class TwinMatchesDefinition : public testing::TestWithParam<GgmlType> {};
+
+TEST_P(TwinMatchesDefinition, DoubleReference) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(2);
+  const int64_t n_cols = 512, n_rows = 37, n_tokens = 3;
+  const auto codes = test::random_codes(n_cols * n_rows, rng);
+  const auto scales = test::random_scales(type, n_cols * n_rows, rng);
+  const int64_t block = quant::ternary_scale_block(type, n_cols * n_rows);
+  const CpuWeight w = test::prepare(test::ternary_file(type, codes, scales, n_cols, n_rows), 1);
+  const auto x = test::random_floats(n_cols * n_tokens, rng);
+  Q8Buffer q8;
+  q8.resize(n_tokens, n_cols);
+  for (int64_t t = 0; t < n_tokens; ++t) q8.quantize(kScalarKernels, t, x.data() + t * n_cols);
+  const Q8Rows q = q8.rows();
+  std::vector<float> y(static_cast<size_t>(n_rows * n_tokens));
+  scalar::matmul_ternary(w, q, y.data(), 0, n_rows);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      double ref = 0.0;
+      for (int64_t k = 0; k < n_cols; ++k) {
+        const int64_t i = r * n_cols + k;
+        ref += (codes[static_cast<size_t>(i)] - 1.0) * q.q[t * n_cols + k] * scales[static_cast<size_t>(i / block)];
+      }
+      ref /= q.scale[t];
+      EXPECT_NEAR(y[static_cast<size_t>(t * n_rows + r)], ref, 1e-4 * (1.0 + std::abs(ref))) << "row " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, TwinMatchesDefinition,
+                         testing::Values(GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0));
+
+// Rows of 1 repack to the I2_S code bytes; rows of 4 interleave them per column group.
+TEST(TernaryLayout, RowGroupsInterleaveTheI2SCodeBytes) {
+  std::mt19937 rng(1);
+  const int64_t n_cols = 256, n_rows = 6;
+  const auto codes = test::random_codes(n_cols * n_rows, rng);
+  const float scale = 0.5f;
+  const auto file = test::ternary_file(GgmlType::kI2_S, codes, {scale}, n_cols, n_rows);
+  const CpuWeight flat = test::prepare(file, 1);
+  ASSERT_EQ(flat.ternary.packed.size(), static_cast<size_t>(n_cols * n_rows / 4));
+  EXPECT_EQ(0, std::memcmp(flat.ternary.packed.data(), file.bytes.data(), flat.ternary.packed.size()));
+  const CpuWeight grouped = test::prepare(file, 4);
+  ASSERT_EQ(grouped.ternary.packed.size(), static_cast<size_t>(n_cols * 8 / 4));  // 2 row groups
+  for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t g = 0; g < 2; ++g) {
+      const uint8_t* got = grouped.ternary.packed.data() + ((r / 4 * 2 + g) * 4 + r % 4) * 32;
+      for (int j = 0; j < 32; ++j) {
+        const uint8_t want = r < n_rows ? file.bytes[static_cast<size_t>(r * 64 + g * 32 + j)] : uint8_t{0x55};
+        ASSERT_EQ(got[j], want) << "row " << r << " group " << g << " byte " << j;
+      }
+    }
+    EXPECT_EQ(grouped.ternary.scales[static_cast<size_t>(r)], r < n_rows ? scale : 0.0f) << "row " << r;
+  }
+}
+
+TEST(TernaryLayout, CorruptCodesAreAnErrorInEveryChunk) {
+  const int64_t n_cols = 128, n_rows = 300;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_cols * n_rows / 4 + 32), 0x55);
+  bytes[static_cast<size_t>(299 * 32 + 5)] = 0xff;  // code 3 in the last row
+  const hal::WeightDesc d{"blk.0.ffn_up.weight", GgmlType::kI2_S, {n_cols, n_rows, 1, 1}, bytes};
+  ThreadPool pool(2);
+  const auto w = prepare_weight(d, 4, &pool);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << w.status().to_string();
+}
+
+// Activation quantization of every set against quant::act_quant_i8, bit for bit.
+class QuantizeActMatchesReference : public EverySet {};
+
+TEST_P(QuantizeActMatchesReference, ValuesScalesAndGroupSums) {
+  std::mt19937 rng(11);
+  std::vector<std::vector<float>> rows;
+  for (int64_t n : {1, 7, 31, 32, 100, 128, 129, 300, 2560, 6912}) rows.push_back(test::random_floats(n, rng, 3.0f));
+  // Halves: amax 127 gives s = 1, so x * s lands on .5 exactly (round half to even).
+  rows.push_back({127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -126.5f, 3.5f});
+  rows.push_back(std::vector<float>(200, 0.0f));                             // all zero: s = 1.27e7
+  rows.push_back({NAN, 1.0f, -2.0f, INFINITY, 0.25f, -INFINITY, NAN, 3.0f});  // inf: s = 0, NaN -> 0
+  auto big = test::random_floats(256, rng, 1e30f);
+  rows.push_back(big);
+  for (const auto& x : rows) {
+    const auto n = static_cast<int64_t>(x.size());
+    std::vector<int8_t> want_q(x.size()), got_q(x.size());
+    int32_t want_sum = 0;
+    const float want_s = quant::act_quant_i8(x.data(), n, want_q.data(), &want_sum);
+    const int64_t stride = 3;  // group sums of another token sit between this token's ones
+    std::vector<int32_t> sums(static_cast<size_t>((n + 127) / 128 * stride), -1);
+    const float got_s = set().quantize_act(x.data(), n, got_q.data(), sums.data(), stride);
+    EXPECT_EQ(std::memcmp(&got_s, &want_s, sizeof(float)), 0) << "n " << n << ": s " << got_s << " != " << want_s;
+    EXPECT_EQ(got_q, want_q) << "n " << n;
+    int32_t total = 0;
+    for (int64_t g = 0; g * 128 < n; ++g) {
+      int32_t want_group = 0;
+      for (int64_t k = g * 128; k < std::min(n, g * 128 + 128); ++k) want_group += want_q[static_cast<size_t>(k)];
+      EXPECT_EQ(sums[static_cast<size_t>(g * stride)], want_group) << "n " << n << " group " << g;
+      EXPECT_EQ(sums[static_cast<size_t>(g * stride + 1)], -1) << "wrote outside its stride";
+      total += want_group;
+    }
+    EXPECT_EQ(total, want_sum);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sets, QuantizeActMatchesReference, testing::ValuesIn(test::set_names()), test::set_param_name);
+
+}  // namespace
+}  // namespace bitnet::cpu
