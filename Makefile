@@ -1,6 +1,7 @@
 # One-command entry points for a fresh Debian 12 machine (run as root):
 #   make run    installs what is missing, builds, and generates text with the default model
-#   make test   installs what is missing, builds, and runs the whole test suite
+#   make test   installs what is missing, builds, and runs the whole test suite (this machine,
+#               then the CPU backend cross-compiled for Arm64 under qemu-user)
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
@@ -12,15 +13,22 @@ N_PREDICT ?= 100
 APT_PACKAGES := build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev \
 	libcli11-dev libicu-dev libssl-dev libgtest-dev libgmock-dev python3 python3-numpy \
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
-	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools
+	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools libbenchmark-dev
+# Arm64: Debian's cross compiler and multiarch libraries; the tests run under qemu-user.
+CROSS_PACKAGES := g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+	libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64 libssl-dev:arm64
+ARM64_BUILD_DIR ?= build-arm64
+# Emulated Arm64 CPUs: "max" has dotprod and i8mm, "cortex-a72" plain NEON.
+ARM64_CPUS ?= max cortex-a72
 
-.PHONY: all deps build run test clean
+.PHONY: all deps build build-arm64 run test test-host test-arm64 clean
 
 all: build
 
 # Installs only the packages that are missing (apt-get update first, as on a fresh machine).
 deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
+	@dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+	@missing=$$(for p in $(APT_PACKAGES) $(CROSS_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing: $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
@@ -32,14 +40,30 @@ $(BUILD_DIR)/build.ninja:
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# The CPU backend and the libraries under it, cross-compiled for Arm64 (static: qemu-user runs them).
+$(ARM64_BUILD_DIR)/build.ninja:
+	cmake -S . -B $(ARM64_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBITNET_SHARED_DIR=$(SHARED) \
+	  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DBITNET_CPU_KERNELS_ONLY=ON
+
+build-arm64: deps $(ARM64_BUILD_DIR)/build.ninja
+	cmake --build $(ARM64_BUILD_DIR) -j $(JOBS)
+
 run: build
 	@if [ ! -f "$(MODEL)" ]; then echo "error: model $(MODEL) not found; pass MODEL=path/to/model.gguf" >&2; exit 1; fi
 	@echo "make run: model $(MODEL)" >&2
 	$(BUILD_DIR)/bin/bitnet run -m $(MODEL) -p "$(PROMPT)" -n $(N_PREDICT) --temp 0
 
 # lavapipe wants a runtime directory; PoCL and lavapipe both run on the CPU here.
-test: build
+test: test-host test-arm64
+
+test-host: build
 	cd $(BUILD_DIR) && XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp} ctest --output-on-failure -j $(JOBS) --timeout 1200
 
+test-arm64: build-arm64
+	cd $(ARM64_BUILD_DIR) && for cpu in $(ARM64_CPUS); do \
+	  echo "== Arm64 tests under qemu-aarch64, QEMU_CPU=$$cpu"; \
+	  QEMU_CPU=$$cpu ctest --output-on-failure -j $(JOBS) --timeout 600 || exit 1; \
+	done
+
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ARM64_BUILD_DIR)
