@@ -96,7 +96,7 @@ void expect_clean_error(const Output& o, const std::string& needle) {
 }
 
 TEST(Cli, HelpForEveryCommand) {
-  for (const char* cmd : {"", "run", "tokenize", "inspect", "logits", "perplexity", "synth"}) {
+  for (const char* cmd : {"", "run", "tokenize", "inspect", "logits", "perplexity", "synth", "devices", "bench"}) {
     const Output o = run_cli(std::string(cmd) + " --help");
     EXPECT_EQ(o.exit_code, 0) << cmd;
     EXPECT_NE(o.out.find("Usage"), std::string::npos) << cmd << ": " << o.out;
@@ -315,6 +315,60 @@ TEST(CliFlags, NPredictMinusOneRunsUntilTheContextIsFull) {
   const Output o = run_cli("run -m " + model.string() + " -p hi -n -1 -c 24 --temp 1 --seed 3");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_TRUE(o.err.find("stop: context") != std::string::npos || o.err.find("stop: eog") != std::string::npos) << o.err;
+}
+
+TEST(Cli, HeadTypeRequantizesTheHeadOrIsRefused) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const Output q8 = run_cli("run -m " + model.string() + " -p hi -n 4 --temp 0 --head-type q8_0");
+  ASSERT_EQ(q8.exit_code, 0) << q8.err;
+  EXPECT_NE(q8.err.find("to q8_0"), std::string::npos) << q8.err;
+  const Output bogus = run_cli("run -m " + model.string() + " -p hi --head-type q5");
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.err;
+  EXPECT_NE(bogus.err.find("--head-type"), std::string::npos) << bogus.err;
+  const fs::path text = temp_dir() / "head_type.txt";
+  std::ofstream(text) << "Once upon a time there was a little cat. The cat liked to sleep in the sun all day long.";
+  const Output ppl = run_cli("perplexity -m " + model.string() + " -f " + text.string() + " --head-type q6_K -c 8");
+  ASSERT_EQ(ppl.exit_code, 0) << ppl.err;
+  EXPECT_NE(ppl.err.find("to q6_K"), std::string::npos) << ppl.err;
+}
+
+// `bitnet bench -o json`: llama-bench's field names, one row per (head type, threads, test),
+// each with a measured rate; decode rows carry the bytes read per token and the GB/s.
+TEST(CliBench, JsonHasOneRowPerHeadThreadsAndTest) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const Output o = run_cli("bench -m " + model.string() + " -p 8 -n 4 -t 1,2 -r 1 -o json --head-type f16 --head-type q8_0");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto rows = nlohmann::json::parse(o.out);
+  ASSERT_EQ(rows.size(), 8u) << o.out;
+  int prompt_rows = 0;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["backends"], cpu_id());
+    EXPECT_GT(r["avg_ts"].get<double>(), 0.0) << r.dump();
+    EXPECT_EQ(r["samples_ts"].size(), 1u);
+    EXPECT_TRUE(r["head_type"] == "f16" || r["head_type"] == "q8_0") << r.dump();
+    if (r["n_prompt"] == 8) {
+      ++prompt_rows;
+      EXPECT_EQ(r["n_gen"], 0);
+    } else {
+      EXPECT_EQ(r["n_gen"], 4);
+      EXPECT_GT(r["bytes_per_token"].get<double>(), 0.0);
+      EXPECT_GT(r["gbps"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_EQ(prompt_rows, 4);
+  // A Q8_0 head makes the model smaller than an F16 one.
+  double f16_size = 0, q8_size = 0;
+  for (const auto& r : rows) (r["head_type"] == "f16" ? f16_size : q8_size) = r["model_size"].get<double>();
+  EXPECT_LT(q8_size, f16_size);
+}
+
+TEST(CliBench, BadInputIsAOneLineError) {
+  expect_clean_error(run_cli("bench -m " + (temp_dir() / "missing.gguf").string() + " -p 8 -n 4 -r 1"), "missing.gguf");
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const Output threads = run_cli("bench -m " + model.string() + " -t 0,x -r 1");
+  EXPECT_EQ(threads.exit_code, 2) << threads.err;
+  const Output reps = run_cli("bench -m " + model.string() + " -r 0");
+  EXPECT_EQ(reps.exit_code, 2) << reps.err;
 }
 
 TEST(Cli, LogitsWritesTheGoldenFormat) {

@@ -38,10 +38,12 @@ struct ModelFlags {
   int64_t n_batch = 512;
   int64_t n_ctx = 0;
   std::string device;  // empty: BITNET_DEVICE, then auto
+  std::string head_type;  // empty: the head as stored
   std::string receipt;
 };
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
-// -t, -b and --device alone, for a command whose -c means something else (perplexity).
+// -t, -b, --device and --head-type alone, for a command whose -c means something else
+// (perplexity).
 void add_device_flags(CLI::App& cmd, ModelFlags& flags);
 
 // A numeric flag that takes only numbers in [lo, hi] (appended to the help); text, NaN, inf,

@@ -19,6 +19,9 @@ void add_device_flags(CLI::App& cmd, ModelFlags& flags) {
   add_number(cmd, "-b,--batch-size", flags.n_batch, int64_t{1}, kMaxBatch, "prompt tokens per forward step (default: 512)");
   cmd.add_option("--device", flags.device,
                  "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: $BITNET_DEVICE, else auto)");
+  cmd.add_option("--head-type", flags.head_type,
+                 "requantize the output head (tied: the embedding too) at load: f16|q8_0|q6_K (default: as stored)")
+      ->check(CLI::IsMember({"f16", "q8_0", "q6_K", "q6_k"}));
 }
 
 int fail(const Status& status) {
@@ -49,6 +52,7 @@ Result<EngineOptions> engine_options_from_env(const ModelFlags& flags) {
   o.n_threads = flags.n_threads;
   o.n_batch = flags.n_batch;
   o.n_ctx = flags.n_ctx;
+  o.head_type = flags.head_type;
   o.device = !flags.device.empty() ? flags.device : !env("BITNET_DEVICE").empty() ? env("BITNET_DEVICE") : "auto";
   o.gpu_backend = env("BITNET_GPU_BACKEND");
   o.cpu_isa = env("BITNET_CPU_ISA");
