@@ -16,7 +16,7 @@ struct TypeEntry {
 // microsoft/BitNet's llama.cpp fork, which declares them with block 1 and type size 1.
 // Q8_1 is 2 halves + 32 quants = 36 bytes: gguf-py's table still says 40 (the pre-2024
 // float d, float s block), ggml's static_assert says 36.
-constexpr std::array<TypeEntry, 26> kTypes = {{
+constexpr std::array<TypeEntry, 27> kTypes = {{
     {GgmlType::kF32, {"f32", 1, 4}},
     {GgmlType::kF16, {"f16", 1, 2}},
     {GgmlType::kQ4_0, {"q4_0", 32, 18}},     // half d + 16 bytes of nibbles
@@ -32,6 +32,7 @@ constexpr std::array<TypeEntry, 26> kTypes = {{
     {GgmlType::kQ6_K, {"q6_K", 256, 210}},   // 128 ql + 64 qh + 16 scales + half
     {GgmlType::kQ8_K, {"q8_K", 256, 292}},   // float d + 256 int8 + 16 int16 bsums
     {GgmlType::kIQ4_NL, {"iq4_nl", 32, 18}}, // half d + 16 bytes of table indices
+    {GgmlType::kIQ4_XS, {"iq4_xs", 256, 136}},  // half d + 2 (scales_h) + 4 (scales_l) + 128
     {GgmlType::kI8, {"i8", 1, 1}},
     {GgmlType::kI16, {"i16", 1, 2}},
     {GgmlType::kI32, {"i32", 1, 4}},

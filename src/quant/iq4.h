@@ -29,8 +29,7 @@ inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 
 // dequantize_row_iq4_nl: src[18] -> y[32].
 void iq4_nl_dequantize_block(const uint8_t* src, float* y);
-// dequantize_row_iq4_xs: src[136] -> y[256]. (GgmlType has no IQ4_XS yet: gguf's types test
-// pins id 23 as unknown, so quant::dequantize does not offer it.)
+// dequantize_row_iq4_xs: src[136] -> y[256].
 void iq4_xs_dequantize_block(const uint8_t* src, float* y);
 
 }  // namespace bitnet::quant

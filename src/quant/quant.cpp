@@ -31,7 +31,7 @@ bool is_float_or_ternary(GgmlType type) {
 
 // ggml's block formats with a scalar reference here, as one-block functions (elements and
 // bytes per block come from gguf/types). A null function is one ggml's reference does not have
-// (Q8_1 is never dequantized) or that is not implemented here (the Q2_K, Q3_K and IQ4_NL
+// (Q8_1 is never dequantized) or that is not implemented here (the Q2_K, Q3_K, IQ4_NL and IQ4_XS
 // quantizers).
 struct BlockCodec {
   GgmlType type;
@@ -53,6 +53,7 @@ constexpr BlockCodec kBlockCodecs[] = {
     {GgmlType::kQ6_K, q6_K_dequantize_block, q6_K_quantize_block},
     {GgmlType::kQ8_K, q8_K_dequantize_block, q8_K_quantize_block},
     {GgmlType::kIQ4_NL, iq4_nl_dequantize_block, nullptr},
+    {GgmlType::kIQ4_XS, iq4_xs_dequantize_block, nullptr},
 };
 
 const BlockCodec* find_codec(GgmlType type) {

@@ -29,10 +29,10 @@ TEST(Quant, TypeSupport) {
     EXPECT_TRUE(can_quantize(t)) << ggml_type_name(t);
   }
   // One way only: Q8_1 is an activation format ggml never dequantizes; the Q2_K, Q3_K and
-  // IQ4_NL quantizers are not implemented.
+  // IQ4 quantizers are not implemented.
   EXPECT_TRUE(can_quantize(GgmlType::kQ8_1));
   EXPECT_FALSE(can_dequantize(GgmlType::kQ8_1));
-  for (GgmlType t : {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL}) {
+  for (GgmlType t : {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS}) {
     EXPECT_TRUE(can_dequantize(t)) << ggml_type_name(t);
     EXPECT_FALSE(can_quantize(t)) << ggml_type_name(t);
   }
