@@ -1,7 +1,8 @@
 // Level 1, CPU: kernel providers. A KernelSet is a table of function pointers for one
-// instruction set ("scalar", "avx2", "avxvnni", "avx512vnni"; "neon", "neon-dotprod" are the
-// Arm slots). Each set's code lives in its own files compiled with that ISA's flags
-// (kernels_<isa>*.cpp); kernel_sets.cpp is the one file that knows which sets a build has.
+// instruction set ("scalar"; on x86-64 "avx2", "avxvnni", "avx512vnni"; on AArch64 "neon",
+// "neon-dotprod", "neon-i8mm"). Each set's code lives in its own files compiled with that
+// ISA's flags (kernels_<isa>*.cpp); kernel_sets.cpp is the one file that knows which sets a
+// build has.
 // The backend picks a set once (make_cpu_backend) and calls only through it.
 //
 // Every set matches the scalar twin (kernels_scalar.cpp): W2A8 matmul and activation
@@ -104,9 +105,12 @@ struct KernelSet {
 // The sets, each defined in its ISA's files and constant-initialized: no code compiled for an
 // ISA runs before that set has been chosen. Only kernel_sets.cpp names them.
 extern const KernelSet kScalarKernels;
-extern const KernelSet kAvx2Kernels;        // x86-64 builds
-extern const KernelSet kAvxVnniKernels;     // x86-64 builds
-extern const KernelSet kAvx512VnniKernels;  // x86-64 builds
+extern const KernelSet kAvx2Kernels;         // x86-64 builds
+extern const KernelSet kAvxVnniKernels;      // x86-64 builds
+extern const KernelSet kAvx512VnniKernels;   // x86-64 builds
+extern const KernelSet kNeonKernels;         // AArch64 builds
+extern const KernelSet kNeonDotprodKernels;  // AArch64 builds
+extern const KernelSet kNeonI8mmKernels;     // AArch64 builds
 
 // Every set this build has, from the portable scalar set to the most specific.
 std::span<const KernelSet* const> kernel_sets();

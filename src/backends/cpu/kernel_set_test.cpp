@@ -27,6 +27,9 @@ CpuFeatures features(std::initializer_list<const char*> names) {
     f.avx512bw |= n == "avx512bw";
     f.avx512vl |= n == "avx512vl";
     f.avx512_vnni |= n == "avx512_vnni";
+    f.neon |= n == "neon";
+    f.dotprod |= n == "dotprod";
+    f.i8mm |= n == "i8mm";
   }
   return f;
 }
@@ -65,6 +68,15 @@ TEST(KernelSets, SelectionFollowsTheFeatures) {
   const std::string lacking = selected("avx512vnni", features({"avx2", "fma", "f16c", "avx512f"}));
   EXPECT_NE(lacking.find("lacks avx512bw avx512vl avx512_vnni"), std::string::npos) << lacking;
   EXPECT_NE(lacking.find("it runs: scalar, avx2"), std::string::npos) << lacking;
+#elif defined(__aarch64__)
+  EXPECT_EQ(selected("", features({"neon"})), "neon");  // a Cortex-A72 (Raspberry Pi 4)
+  EXPECT_EQ(selected("", features({"neon", "dotprod"})), "neon-dotprod");
+  EXPECT_EQ(selected("", features({"neon", "dotprod", "i8mm"})), "neon-i8mm");
+  EXPECT_EQ(selected("", features({"neon", "i8mm"})), "neon");  // neon-i8mm also needs SDOT
+  EXPECT_EQ(selected("neon", features({"neon", "dotprod", "i8mm"})), "neon");
+  const std::string lacking = selected("neon-i8mm", features({"neon"}));
+  EXPECT_NE(lacking.find("lacks dotprod i8mm"), std::string::npos) << lacking;
+  EXPECT_NE(lacking.find("it runs: scalar, neon"), std::string::npos) << lacking;
 #endif
   const std::string unknown = selected("bogus", CpuFeatures{});
   EXPECT_NE(unknown.find("unknown CPU kernel set 'bogus'"), std::string::npos) << unknown;
@@ -91,6 +103,18 @@ TEST(ResolveCpuIsa, OnThisMachine) {
   ASSERT_FALSE(vnni.ok());
   EXPECT_NE(vnni.status().message().find("avx512_vnni"), std::string::npos) << vnni.status().message();
   EXPECT_NE(vnni.status().message().find("avx2"), std::string::npos) << "names what it runs: " << vnni.status().message();
+#elif defined(__aarch64__)
+  EXPECT_EQ(*resolve_cpu_isa("neon"), "neon");  // Advanced SIMD is mandatory on AArch64
+  const char* best_arm = f.dotprod && f.i8mm ? "neon-i8mm" : f.dotprod ? "neon-dotprod" : "neon";
+  EXPECT_EQ(*best, best_arm);
+  auto i8mm = resolve_cpu_isa("neon-i8mm");
+  if (f.dotprod && f.i8mm) {
+    EXPECT_EQ(*i8mm, "neon-i8mm");
+    return;
+  }
+  ASSERT_FALSE(i8mm.ok());
+  EXPECT_NE(i8mm.status().message().find("i8mm"), std::string::npos) << i8mm.status().message();
+  EXPECT_NE(i8mm.status().message().find("it runs: scalar, neon"), std::string::npos) << i8mm.status().message();
 #endif
 }
 

@@ -19,7 +19,9 @@ constexpr const KernelSet* kSets[] = {
     &kAvxVnniKernels,
     &kAvx512VnniKernels,
 #elif defined(__aarch64__)
-    // The NEON sets (kernels_neon*.cpp: "neon", then "neon-dotprod") go here.
+    &kNeonKernels,
+    &kNeonDotprodKernels,
+    &kNeonI8mmKernels,
 #endif
 };
 

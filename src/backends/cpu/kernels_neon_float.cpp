@@ -1,0 +1,164 @@
+// NEON set, float weights: matmul over F32/F16/BF16/Q8_0 rows read in place (the tied F16
+// token embedding as output head is the largest tensor read per decoded token), FMA into
+// several accumulators. Other formats are dequantized block by block. Sums run in another
+// order than the scalar twin's, so results differ from it in the last bits.
+#include <arm_neon.h>
+
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/kernels_neon.h"
+
+namespace bitnet::cpu::neon {
+
+namespace {
+
+// Each unblocked format: load4(row, k) = weights k .. k+3 of a row as floats (k a multiple of
+// 4), and at(row, k) = weight k, for a row's last n_cols % 4 weights.
+struct F32Row {
+  static float32x4_t load4(const uint8_t* row, int64_t k) { return vld1q_f32(reinterpret_cast<const float*>(row) + k); }
+  static float at(const uint8_t* row, int64_t k) {
+    float v;
+    std::memcpy(&v, row + 4 * k, 4);
+    return v;
+  }
+};
+
+struct F16Row {  // FCVTL: half to float is exact, as the scalar twin's table
+  static float32x4_t load4(const uint8_t* row, int64_t k) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(row) + k)));
+  }
+  static float at(const uint8_t* row, int64_t k) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+  }
+};
+
+struct BF16Row {  // bf16 is the high half of an f32
+  static float32x4_t load4(const uint8_t* row, int64_t k) {
+    const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(row) + k);
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+  }
+  static float at(const uint8_t* row, int64_t k) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * k, 2);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    return v;
+  }
+};
+
+// Tiles of R rows from r x T tokens from t: each weight vector feeds T tokens, each token
+// vector R rows; R * T independent accumulators hide the FMA latency.
+template <class Row>
+struct PlainTiles {
+  template <int R, int T>
+  static void tile(const CpuWeight& w, const float* x, int64_t t, int64_t r, float* y) {
+    const int64_t n = w.n_cols;
+    const uint8_t* rows[R];
+    for (int i = 0; i < R; ++i) rows[i] = w.raw.data() + (r + i) * w.row_bytes;
+    float32x4_t acc[R][T];
+    for (int i = 0; i < R; ++i) {
+      for (int j = 0; j < T; ++j) acc[i][j] = vdupq_n_f32(0.0f);
+    }
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+      float32x4_t xv[T];
+      for (int j = 0; j < T; ++j) xv[j] = vld1q_f32(x + (t + j) * n + k);
+      for (int i = 0; i < R; ++i) {
+        const float32x4_t wv = Row::load4(rows[i], k);
+        for (int j = 0; j < T; ++j) acc[i][j] = vfmaq_f32(acc[i][j], wv, xv[j]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      for (int j = 0; j < T; ++j) {
+        float sum = vaddvq_f32(acc[i][j]);
+        for (int64_t kk = k; kk < n; ++kk) sum += Row::at(rows[i], kk) * x[(t + j) * n + kk];
+        y[(t + j) * w.n_rows + r + i] = sum;
+      }
+    }
+  }
+};
+
+// Q8_0 rows (34-byte blocks of 32: fp16 d, then int8 q[32]; w = q * d): per block, sum q * x
+// in float for each row and token, then acc += d * that.
+struct Q8_0Tiles {
+  template <int R, int T>
+  static void tile(const CpuWeight& w, const float* x, int64_t t, int64_t r, float* y) {
+    const int64_t n = w.n_cols;
+    const uint8_t* rows[R];
+    for (int i = 0; i < R; ++i) rows[i] = w.raw.data() + (r + i) * w.row_bytes;
+    float32x4_t acc[R][T];
+    for (int i = 0; i < R; ++i) {
+      for (int j = 0; j < T; ++j) acc[i][j] = vdupq_n_f32(0.0f);
+    }
+    for (int64_t k = 0; k < n; k += 32) {
+      for (int i = 0; i < R; ++i) {
+        const uint8_t* block = rows[i] + k / 32 * 34;
+        const float32x4_t d = vdupq_n_f32(F16Row::at(block, 0));
+        // The 32 codes widened int8 -> int16 -> int32 -> float, 4 per vector.
+        float32x4_t wv[8];
+        for (int c = 0; c < 2; ++c) {
+          const int8x16_t q = vld1q_s8(reinterpret_cast<const int8_t*>(block + 2 + 16 * c));
+          const int16x8_t h[2] = {vmovl_s8(vget_low_s8(q)), vmovl_high_s8(q)};
+          for (int m = 0; m < 2; ++m) {
+            wv[4 * c + 2 * m] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h[m])));
+            wv[4 * c + 2 * m + 1] = vcvtq_f32_s32(vmovl_high_s16(h[m]));
+          }
+        }
+        for (int j = 0; j < T; ++j) {
+          const float* xb = x + (t + j) * n + k;
+          float32x4_t dot = vmulq_f32(wv[0], vld1q_f32(xb));
+          for (int c = 1; c < 8; ++c) dot = vfmaq_f32(dot, wv[c], vld1q_f32(xb + 4 * c));
+          acc[i][j] = vfmaq_f32(acc[i][j], d, dot);
+        }
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      for (int j = 0; j < T; ++j) y[(t + j) * w.n_rows + r + i] = vaddvq_f32(acc[i][j]);
+    }
+  }
+};
+
+template <class Tiles, int R, int T>
+void tile_rows(const CpuWeight& w, const float* x, int64_t t, float* y, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) Tiles::template tile<R, T>(w, x, t, r, y);
+  for (; r < r1; ++r) Tiles::template tile<1, T>(w, x, t, r, y);
+}
+
+// Decode streams 8 rows at once; prefill takes tiles of 4 rows x 2 tokens.
+template <class Tiles>
+void matmul_tiles(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
+  int64_t t = 0;
+  for (; t + 2 <= n_tokens; t += 2) tile_rows<Tiles, 4, 2>(w, x, t, y, r0, r1);
+  if (t < n_tokens) tile_rows<Tiles, 8, 1>(w, x, t, y, r0, r1);
+}
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 4; ++j) acc[j] = vfmaq_f32(acc[j], vld1q_f32(a + i + 4 * j), vld1q_f32(b + i + 4 * j));
+  }
+  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], vld1q_f32(a + i), vld1q_f32(b + i));
+  float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
+  switch (w.type) {
+    case GgmlType::kF32: return matmul_tiles<PlainTiles<F32Row>>(w, x, n_tokens, y, r0, r1);
+    case GgmlType::kF16: return matmul_tiles<PlainTiles<F16Row>>(w, x, n_tokens, y, r0, r1);
+    case GgmlType::kBF16: return matmul_tiles<PlainTiles<BF16Row>>(w, x, n_tokens, y, r0, r1);
+    case GgmlType::kQ8_0: return matmul_tiles<Q8_0Tiles>(w, x, n_tokens, y, r0, r1);
+    default: return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);
+  }
+}
+
+}  // namespace bitnet::cpu::neon
