@@ -83,3 +83,18 @@ void MappedFile::reset() {
 }
 
 }  // namespace bitnet
+
+namespace bitnet {
+
+size_t release_mapped_pages(std::span<const uint8_t> bytes) {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(bytes.data());
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + bytes.size()) / page * page;
+  if (bytes.empty() || last <= first) return 0;
+  // Advice only: a failure leaves the pages resident, which costs memory, not correctness.
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
+}
+
+}  // namespace bitnet

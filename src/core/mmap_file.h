@@ -36,4 +36,10 @@ class MappedFile {
   std::string path_;
 };
 
+// Drops this process's pages of a read-only file mapping that lie wholly inside `bytes`
+// (madvise MADV_DONTNEED): for data copied elsewhere (repacked weights), so the copy does not
+// double the resident memory. Later reads fault the pages back in from the file, so nothing is
+// lost; the partial pages at either end are kept. Returns the bytes released.
+size_t release_mapped_pages(std::span<const uint8_t> bytes);
+
 }  // namespace bitnet

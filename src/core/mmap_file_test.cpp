@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <vector>
 
 namespace bitnet {
 namespace {
@@ -68,6 +70,23 @@ TEST(MappedFile, RefusesAFifoWithoutBlocking) {
     refused.wait();
     if (fd >= 0) ::close(fd);
   }
+}
+
+// Released pages are whole pages inside the span only, and reading them again gives the file's
+// bytes back (they fault in from the file).
+TEST(MappedFile, ReleasedPagesReadBackFromTheFile) {
+  const fs::path path = temp_dir() / "pages.bin";
+  std::vector<uint8_t> want(1 << 20);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(want.data()), static_cast<std::streamsize>(want.size()));
+  auto f = MappedFile::open(path.string());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(release_mapped_pages(f->bytes().subspan(100, page)), 0u) << "no whole page inside";
+  EXPECT_EQ(release_mapped_pages(f->bytes().subspan(100, 10 * page)), 9 * page);
+  EXPECT_EQ(release_mapped_pages(f->bytes()), want.size());
+  EXPECT_EQ(release_mapped_pages({}), 0u);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), f->data()));
 }
 
 }  // namespace

@@ -68,6 +68,8 @@ class File {
   uint64_t alignment() const { return alignment_; }
   const std::string& name() const { return name_; }
   std::span<const uint8_t> bytes() const { return bytes_; }
+  // Whether the bytes are a read-only mapping of the file (open) rather than caller memory.
+  bool mapped() const { return mapping_ != nullptr; }
 
   const std::vector<KeyValue>& metadata() const { return metadata_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }

@@ -25,6 +25,9 @@ struct WeightDesc {
   GgmlType type = GgmlType::kF32;
   std::array<int64_t, 4> ne = {1, 1, 1, 1};  // ne[0]: row length (input features)
   std::span<const uint8_t> bytes;            // host bytes (memory-mapped file)
+  // The bytes lie in a read-only file mapping: a backend that keeps its own copy may release
+  // the pages (release_mapped_pages). False for bytes in ordinary memory, which would be lost.
+  bool file_backed = false;
 };
 
 enum class ActType : uint8_t {

@@ -42,7 +42,7 @@ class TableBuilder {
       return unsupported(fmt::format("tensor {} has type {}, which this engine does not run",
                                      name, ggml_type_name(t->type)));
     }
-    table_.push_back({t->name, t->type, t->ne, {t->data, t->n_bytes}});
+    table_.push_back({t->name, t->type, t->ne, {t->data, t->n_bytes}, file_.mapped()});
     return static_cast<hal::WeightId>(table_.size() - 1);
   }
 

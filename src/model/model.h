@@ -50,6 +50,7 @@ class Model {
   void replace_weight(hal::WeightId id, GgmlType type, std::span<const uint8_t> bytes) {
     table_[static_cast<size_t>(id)].type = type;
     table_[static_cast<size_t>(id)].bytes = bytes;
+    table_[static_cast<size_t>(id)].file_backed = false;
   }
 
   // The op list for n_tokens tokens at positions pos0.. (logits for the last or every token).

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/fp16.h"
+#include "core/mmap_file.h"
 #include "core/thread_pool.h"
 #include "quant/i2s.h"
 #include "quant/quant.h"
@@ -172,6 +173,8 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_grou
   w.n_rows = d.ne[1] * d.ne[2] * d.ne[3];
   if (quant::is_ternary(d.type)) {
     BITNET_RETURN_IF_ERROR(prepare_ternary(d, w, rows_per_group, pool));
+    // The kernels read only the repacked copy: the file's pages need not stay resident too.
+    if (d.file_backed) release_mapped_pages(d.bytes);
     return w;
   }
   BITNET_ASSIGN_OR_RETURN(uint64_t row_bytes, ggml_tensor_n_bytes(d.type, w.n_cols));
