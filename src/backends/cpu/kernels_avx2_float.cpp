@@ -1,7 +1,8 @@
-// AVX2 set, float weights: matmul over F32/F16/BF16/Q8_0/Q6_K rows read in place (the tied F16
-// token embedding as output head is the largest tensor read per decoded token), FMA into
-// several accumulators. Other formats are dequantized block by block. Sums run in another
-// order than the scalar twin's, so results differ from it in the last bits.
+// AVX2 set, float weights: matmul over F32/F16/BF16/Q8_0 rows read in place (the tied F16 token
+// embedding as output head is the largest tensor read per decoded token), FMA into several
+// accumulators; Q6_K in integers against Q8_K activations, as llama.cpp. Other formats are
+// dequantized block by block. Sums run in another order than the scalar twin's, so results
+// differ from it in the last bits.
 #include <immintrin.h>
 
 #include <cstring>
@@ -123,61 +124,58 @@ struct Q8_0Tiles {
   }
 };
 
-// Q6_K rows (210-byte blocks of 256, quant/q6_k.h: ql[128] low nibbles, qh[64] high bit
-// pairs, int8 scales[16], fp16 d; w = (d * scale[e / 16]) * (q - 32)). Codes are unpacked 32
-// at a time in registers and dotted with every token.
-struct Q6_KTiles {
-  // The 32 codes q - 32 of elements 128h + 32k + l (l < 32) of a block: a nibble of
-  // ql[64h + l] (k = 0, 2) or ql[64h + 32 + l] (k = 1, 3), the low one for k < 2, below bits
-  // 2k..2k+1 of qh[32h + l].
-  static __m256i codes(const uint8_t* block, int h, int k) {
-    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * h + 32 * (k % 2)));
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * h));
-    const __m256i nibble = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0f));
-    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), _mm256_set1_epi8(3));
-    return _mm256_sub_epi8(_mm256_or_si256(nibble, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
-  }
-
-  template <int R, int T>
-  static void tile(const CpuWeight& w, const float* x, int64_t t, int64_t r, float* y) {
-    const int64_t n = w.n_cols;
-    __m256 acc[R][T];
-    for (int i = 0; i < R; ++i) {
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
-    }
-    for (int64_t k0 = 0; k0 < n; k0 += 256) {
-      for (int i = 0; i < R; ++i) {
-        const uint8_t* block = w.raw.data() + (r + i) * w.row_bytes + k0 / 256 * 210;
-        // The hardware prefetchers lose these 8 streams of 210-byte blocks read out of order.
-        for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(block + 2 * 210 + 64 * line), _MM_HINT_T0);
-        // d * scale[s] for s = 0..7 and 8..15, as d * float(scale) in the scalar twin.
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(block + 208)));
-        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192));
-        const __m256 scales[2] = {_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))),
-                                  _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))))};
+// One Q6_K row (quant/q6_k.h: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16], fp16
+// d) against Q8_K activations (quant/q8_k.h), in integers as ggml_vec_dot_q6_K_q8_K: per 32
+// elements the codes q in [0, 63] meet the int8 activations in vpmaddubsw (two products of at
+// most 63 * 127 per int16: no saturation), vpmaddwd applies the sub-block scales, and the
+// "- 32" of every code is taken once per block from the activations' 16-element sums.
+float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  // Shuffles that spread scale bytes 2p and 2p+1 over 8 bytes each (sub-blocks 2p, 2p+1 are
+  // the 32 elements of pair p = 4h + k).
+  static const __m128i kPairMask[8] = {
+      _mm_set_epi8(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+      _mm_set_epi8(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+      _mm_set_epi8(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
+      _mm_set_epi8(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6),
+      _mm_set_epi8(9, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 8),
+      _mm_set_epi8(11, 11, 11, 11, 11, 11, 11, 11, 10, 10, 10, 10, 10, 10, 10, 10),
+      _mm_set_epi8(13, 13, 13, 13, 13, 13, 13, 13, 12, 12, 12, 12, 12, 12, 12, 12),
+      _mm_set_epi8(15, 15, 15, 15, 15, 15, 15, 15, 14, 14, 14, 14, 14, 14, 14, 14)};
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 210;
+    const uint8_t* act = a + b * 292;
+    float a_d;
+    std::memcpy(&a_d, act, 4);
+    const float d = _cvtsh_ss(load_u16(blk + 208)) * a_d;  // as ggml: fp16 d times the Q8_K d
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + 260));
+    // 32 * sum_j scale_j * bsum_j, in 8 int32 lanes.
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                    _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc8)), 5));
+    const int8_t* q8 = reinterpret_cast<const int8_t*>(act + 4);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h)),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32))};
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
 #pragma GCC unroll 4
-          for (int k = 0; k < 4; ++k) {
-            const __m256i q = codes(block, h, k);
-            const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
-#pragma GCC unroll 4
-            for (int m = 0; m < 4; ++m) {  // 8 codes each; a scale per 16
-              const __m128i q8 = m % 2 == 0 ? halves[m / 2] : _mm_srli_si128(halves[m / 2], 8);
-              const int e = 128 * h + 32 * k + 8 * m;
-              const __m256 scale = _mm256_permutevar8x32_ps(scales[e / 128], _mm256_set1_epi32(e / 16 % 8));
-              const __m256 wv = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
-              for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (t + j) * n + k0 + e), acc[i][j]);
-            }
-          }
-        }
+      for (int k = 0; k < 4; ++k) {
+        // Elements 128h + 32k + l: a nibble of ql[k % 2] (low for k < 2) below bits 2k, 2k+1 of qh.
+        const __m256i nibble = _mm256_and_si256(k < 2 ? ql[k % 2] : _mm256_srli_epi16(ql[k % 2], 4), low4);
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), low2);
+        const __m256i q = _mm256_or_si256(nibble, _mm256_slli_epi16(high, 4));
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k));
+        const __m256i scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, kPairMask[4 * h + k]));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scale));
       }
     }
-    for (int i = 0; i < R; ++i) {
-      for (int j = 0; j < T; ++j) y[(t + j) * w.n_rows + r + i] = hsum(acc[i][j]);
-    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
   }
-};
+  return hsum(acc);
+}
 
 template <class Tiles, int R, int T>
 void tile_rows(const CpuWeight& w, const float* x, int64_t t, float* y, int64_t r0, int64_t r1) {
@@ -216,7 +214,7 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
     case GgmlType::kF16: return matmul_tiles<PlainTiles<F16Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kBF16: return matmul_tiles<PlainTiles<BF16Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kQ8_0: return matmul_tiles<Q8_0Tiles>(w, x, n_tokens, y, r0, r1);
-    case GgmlType::kQ6_K: return matmul_tiles<Q6_KTiles>(w, x, n_tokens, y, r0, r1);
+    case GgmlType::kQ6_K: return matmul_q6_K_q8_K(w, x, n_tokens, y, r0, r1, dot_q6_K_q8_K);
     default: return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);
   }
 }

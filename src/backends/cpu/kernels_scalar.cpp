@@ -10,6 +10,8 @@
 #include "core/check.h"
 #include "core/fp16.h"
 #include "quant/act_quant.h"
+#include "quant/q6_k.h"
+#include "quant/q8_k.h"
 #include "quant/quant.h"
 
 namespace bitnet::cpu {
@@ -108,8 +110,28 @@ void dequantize_row(const CpuWeight& w, int64_t row, float* dst) {
   BITNET_CHECK(s.ok());  // sizes were validated when the weight was prepared
 }
 
+void matmul_q6_K_q8_K(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                      int64_t r1, Q6KDotFn row_dot) {
+  BITNET_CHECK(w.type == GgmlType::kQ6_K && w.n_cols % 256 == 0);
+  const int64_t n_blocks = w.n_cols / 256;
+  const int64_t a_row_bytes = n_blocks * quant::kQ8_KBlockBytes;
+  // Grown once per thread to the largest batch it meets; no allocation per call after that.
+  thread_local std::vector<uint8_t> act;
+  if (act.size() < static_cast<size_t>(n_tokens * a_row_bytes)) act.resize(static_cast<size_t>(n_tokens * a_row_bytes));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      quant::q8_K_quantize_block(x + t * w.n_cols + b * 256, act.data() + t * a_row_bytes + b * quant::kQ8_KBlockBytes);
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.raw.data() + r * w.row_bytes;
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] = row_dot(w.n_cols, row, act.data() + t * a_row_bytes);
+  }
+}
+
 void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens, float* y,
                             int64_t r0, int64_t r1, DotFn dot) {
+  if (w.type == GgmlType::kQ6_K) return matmul_q6_K_q8_K(w, x, n_tokens, y, r0, r1, quant::vec_dot_q6_K_q8_K);
   constexpr int64_t kChunk = 256;  // the K-quant block; a multiple of every other float block
   const auto traits = ggml_type_traits(static_cast<uint32_t>(w.type));
   BITNET_CHECK(traits.has_value() && traits->block_elems <= kChunk);

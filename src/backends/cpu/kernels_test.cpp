@@ -54,7 +54,39 @@ TEST_P(FloatMatmul, ScalarMatchesDoubleReferenceOfDequantizedWeights) {
     for (int64_t r = 0; r < n_rows; ++r) {
       double ref = 0.0;
       for (int64_t k = 0; k < n_cols; ++k) ref += static_cast<double>(deq[static_cast<size_t>(r * n_cols + k)]) * x[static_cast<size_t>(t * n_cols + k)];
-      EXPECT_NEAR(y[static_cast<size_t>(t * n_rows + r)], ref, 1e-4 * (1.0 + std::abs(ref)));
+      double tol = 1e-4 * (1.0 + std::abs(ref));
+      if (type == GgmlType::kQ6_K) {
+        // Q6_K meets 8-bit activations (Q8_K), as in llama.cpp: each activation moves by at most
+        // half a step of max|x| / 127, so the dot by at most that times sum |w|.
+        double max_x = 0.0, sum_w = 0.0;
+        for (int64_t k = 0; k < n_cols; ++k) {
+          max_x = std::max(max_x, std::abs(static_cast<double>(x[static_cast<size_t>(t * n_cols + k)])));
+          sum_w += std::abs(static_cast<double>(deq[static_cast<size_t>(r * n_cols + k)]));
+        }
+        tol += 0.5 * max_x / 127.0 * sum_w;
+      }
+      EXPECT_NEAR(y[static_cast<size_t>(t * n_rows + r)], ref, tol);
+    }
+  }
+}
+
+// The scalar twin's Q6_K matmul is ggml's generic vec_dot_q6_K_q8_K on Q8_K activations, bit for bit.
+TEST(FloatMatmul, Q6_KIsLlamaCppDotOnQ8_KActivations) {
+  std::mt19937 rng(4);
+  const int64_t n_cols = 512, n_rows = 5, n_tokens = 3;
+  const auto file = float_file(GgmlType::kQ6_K, n_cols, n_rows, rng);
+  const CpuWeight w = test::prepare(file, 1);
+  const auto x = random_floats(n_cols * n_tokens, rng);
+  std::vector<float> y(static_cast<size_t>(n_rows * n_tokens));
+  scalar::matmul_float(w, x.data(), n_tokens, y.data(), 0, n_rows);
+  const auto row_bytes = static_cast<size_t>(w.row_bytes);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    auto a = quant::quantize(GgmlType::kQ8_K, x.data() + t * n_cols, 1, n_cols);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    for (int64_t r = 0; r < n_rows; ++r) {
+      auto want = quant::vec_dot(GgmlType::kQ6_K, std::span(file.bytes).subspan(r * row_bytes, row_bytes), *a, n_cols);
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      EXPECT_EQ(y[static_cast<size_t>(t * n_rows + r)], *want) << "row " << r << " token " << t;
     }
   }
 }
