@@ -128,14 +128,20 @@ void register_set(const KernelSet* set) {
       benchmark::RegisterBenchmark(fmt::format("gemv_w2a8/{}/{}x{}/threads:{}", name, s.n_rows, s.n_cols, threads).c_str(),
                                    bench_ternary, set, GgmlType::kI2_S, s, int64_t{1}, threads)->UseRealTime();
     }
-    for (int64_t n_tokens : {8, 64}) {
+    // Prefill: a partial token tile (8 + 5), a prompt of 32 and of 128 tokens.
+    for (int64_t n_tokens : {13, 32, 128}) {
       benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:{}", name, s.n_rows, s.n_cols, n_tokens).c_str(),
                                    bench_ternary, set, GgmlType::kI2_S, s, n_tokens, 1)->UseRealTime();
     }
+    benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:128/threads:2", name, s.n_rows, s.n_cols).c_str(),
+                                 bench_ternary, set, GgmlType::kI2_S, s, int64_t{128}, 2)->UseRealTime();
   }
-  // TQ2_0: a scale per 256 columns, so a float update per 2 groups instead of per row.
+  // TQ2_0: a scale per 256 columns, so a float update (and, in a GEMM, a reduction of the
+  // tile's accumulators) per 2 groups instead of per row.
   benchmark::RegisterBenchmark(fmt::format("gemv_w2a8_tq2_0/{}/2560x2560/threads:1", name).c_str(), bench_ternary, set,
                                GgmlType::kTQ2_0, Shape{2560, 2560}, int64_t{1}, 1)->UseRealTime();
+  benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_tq2_0/{}/2560x2560/tokens:128", name).c_str(), bench_ternary, set,
+                               GgmlType::kTQ2_0, Shape{2560, 2560}, int64_t{128}, 1)->UseRealTime();
   for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
     for (int threads : {1, 2}) {
       benchmark::RegisterBenchmark(fmt::format("gemv_{}/{}/{}x{}/threads:{}", ggml_type_name(type), name,

@@ -50,6 +50,15 @@ inline std::vector<float> random_scales(GgmlType type, int64_t n, std::mt19937& 
   return s;
 }
 
+// Q8 rows of n_tokens random activation rows, quantized by the scalar set.
+inline Q8Buffer random_q8(int64_t n_tokens, int64_t n_cols, std::mt19937& rng) {
+  Q8Buffer q8;
+  q8.resize(n_tokens, n_cols);
+  const auto x = random_floats(n_tokens * n_cols, rng);
+  for (int64_t t = 0; t < n_tokens; ++t) q8.quantize(kScalarKernels, t, x.data() + t * n_cols);
+  return q8;
+}
+
 inline CpuWeight prepare(const FileWeight& f, int32_t rows_per_group) {
   auto w = prepare_weight(f.desc(), rows_per_group);
   EXPECT_TRUE(w.ok()) << w.status().to_string();

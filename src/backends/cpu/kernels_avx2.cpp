@@ -16,6 +16,9 @@ namespace bitnet::cpu::avx2 {
 namespace {
 
 constexpr int kTileTokens = 8;  // tokens per prefill tile: one int32 lane each after reduction
+// Codes per cache block of row groups (prefill): a block stays in L2 while every token tile
+// passes over it, so the weights come from memory once per matmul, not once per tile.
+constexpr int64_t kBlockCodeBytes = 256 << 10;
 
 // The four activation slices of one 128-column group: a[k] holds columns 32k .. 32k+31, which
 // meet the 2-bit field k of the group's code bytes (bits 7-6 for k = 0 ... bits 1-0 for k = 3).
@@ -170,15 +173,22 @@ void gemm_row(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64
   for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[j];
 }
 
-template <int T>
-void gemm_tile(const CpuWeight& w, const Q8Rows& x, int64_t t0, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  for (int64_t r = r0; r < r1; ++r) gemm_row<T>(w, sh, x, t0, r, y);
-}
+using TileFn = void (*)(const CpuWeight&, const TernaryShape&, const Q8Rows&, int64_t, int64_t, float*);
+constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,     gemm_row<1>, gemm_row<2>, gemm_row<3>, gemm_row<4>,
+                                            gemm_row<5>, gemm_row<6>, gemm_row<7>, gemm_row<8>};
 
-using TileFn = void (*)(const CpuWeight&, const Q8Rows&, int64_t, float*, int64_t, int64_t);
-constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,        gemm_tile<1>, gemm_tile<2>, gemm_tile<3>, gemm_tile<4>,
-                                            gemm_tile<5>, gemm_tile<6>, gemm_tile<7>, gemm_tile<8>};
+void gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  const TernaryShape sh(w);
+  const int64_t group_bytes = sh.n_groups * kTernaryRows * kGroupBytes;  // codes of one row group
+  const int64_t block_rows = kTernaryRows * std::max<int64_t>(1, kBlockCodeBytes / group_bytes);
+  for (int64_t rb = r0; rb < r1; rb += block_rows) {
+    const int64_t rb_end = std::min(r1, rb + block_rows);
+    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
+      const TileFn tile = kTiles[std::min<int64_t>(kTileTokens, x.n_tokens - t0)];
+      for (int64_t r = rb; r < rb_end; ++r) tile(w, sh, x, t0, r, y);
+    }
+  }
+}
 
 // One activation as quant::act_quant_i8 rounds and clamps it (NaN -> 0).
 int8_t quantize_one(float x, float s) {
@@ -215,9 +225,7 @@ float max_abs(const float* x, int64_t n) {
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   BITNET_CHECK(w.ternary.rows_per_group == kTernaryRows);
   if (x.n_tokens == 1) return gemv(w, x, 0, y, r0, r1);
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
-    kTiles[std::min<int64_t>(kTileTokens, x.n_tokens - t0)](w, x, t0, y, r0, r1);
-  }
+  gemm(w, x, y, r0, r1);
 }
 
 float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum, int64_t group_sum_stride) {

@@ -1,7 +1,11 @@
 // AVX-VNNI set: the AVX2 set with a W2A8 matmul on the 256-bit VEX vpdpbusd, which multiplies
 // unsigned codes by signed activations and adds groups of 4 products straight into int32
-// lanes (no int16 stage, so no overflow to guard). One simple loop: for each token, a row
-// group of 4 rows at a time, over the same layout as the AVX2 kernel (kTernaryRows).
+// lanes (no int16 stage, so no overflow to guard). Same layout as the AVX2 kernel
+// (kTernaryRows). Decode takes a row group of 4 rows at a time. Prefill takes one row against
+// a tile of 8 tokens: 8 accumulators, one unpacked code vector at a time, the activations as
+// memory operands (16 ymm registers hold no larger tile; 3 rows x 4 tokens, 12 product chains,
+// spilled and ran slower). Rows are walked in cache blocks so that every token tile finds the
+// block's codes in L2.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -15,6 +19,21 @@ namespace bitnet::cpu::avxvnni {
 namespace {
 
 constexpr int kRows = avx2::kTernaryRows;
+constexpr int kTileTokens = 8;  // tokens per prefill tile: one int32 lane each after reduction
+// Codes per cache block of row groups (prefill): a block stays in L2 while every token tile
+// passes over it, so the weights come from memory once per matmul, not once per tile.
+constexpr int64_t kBlockCodeBytes = 256 << 10;
+
+// The shape of a repacked ternary weight, in groups and blocks.
+struct TernaryShape {
+  int64_t n_groups;      // 128-column groups per row
+  int64_t block_groups;  // groups per scale block
+  int64_t n_blocks;      // scale blocks per row
+  explicit TernaryShape(const CpuWeight& w)
+      : n_groups(w.n_cols / kGroupCols),
+        block_groups(w.ternary.scale_block / kGroupCols),
+        n_blocks(n_groups / block_groups) {}
+};
 
 // {sum of a[0], ..., sum of a[3]}.
 __m128i hsum4(const __m256i a[4]) {
@@ -22,54 +41,131 @@ __m128i hsum4(const __m256i a[4]) {
   return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 }
 
-// dot += code * q over one group of one row: field k of the 32 code bytes (bits 7-6 for k = 0
-// ... bits 1-0 for k = 3) meets activation slice a[k] (columns 32k .. 32k+31).
-__m256i add_group_dot(__m256i dot, const uint8_t* codes, const __m256i a[4]) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
-  const __m256i mask = _mm256_set1_epi8(3);
-  dot = _mm256_dpbusd_avx_epi32(dot, _mm256_and_si256(_mm256_srli_epi16(v, 6), mask), a[0]);
-  dot = _mm256_dpbusd_avx_epi32(dot, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask), a[1]);
-  dot = _mm256_dpbusd_avx_epi32(dot, _mm256_and_si256(_mm256_srli_epi16(v, 2), mask), a[2]);
-  return _mm256_dpbusd_avx_epi32(dot, _mm256_and_si256(v, mask), a[3]);
+// {sum of a[0], ..., sum of a[7]}.
+__m256i hsum8(const __m256i a[8]) {
+  const __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+  const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(a[4], a[5]), _mm256_hadd_epi32(a[6], a[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
-// Token t, the 4 rows of row group rg; the float update as the scalar twin, lane by lane.
-__m128 row_group(const CpuWeight& w, const Q8Rows& x, int64_t t, int64_t rg) {
-  const int64_t n_groups = w.n_cols / kGroupCols;
-  const int64_t block_groups = w.ternary.scale_block / kGroupCols;
-  const int64_t n_blocks = n_groups / block_groups;
+// Field k of 32 code bytes as unsigned bytes in {0, 1, 2}: bits 7-6 for k = 0 ... 1-0 for
+// k = 3, the codes of columns 32k .. 32k+31 of the group. 16-bit shifts pull bits across the
+// byte boundary; the mask keeps each byte's own field.
+__m256i field(__m256i v, int k) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, 6 - 2 * k), _mm256_set1_epi8(3));
+}
+
+// dot[k % 2] += code * q over field k of one group of one row (activation slice k: columns
+// 32k .. 32k+31). Two accumulators per row: with one, vpdpbusd's latency would bound decode
+// (4 dependent products per group), not the memory it streams from.
+void add_group_dot(__m256i dot[2], const uint8_t* codes, const __m256i a[4]) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+  for (int k = 0; k < 4; ++k) dot[k % 2] = _mm256_dpbusd_avx_epi32(dot[k % 2], field(v, k), a[k]);
+}
+
+// Decode: token t, the 4 rows of row group rg; the float update as the scalar twin, lane by lane.
+__m128 row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg) {
   const int8_t* q = x.q + t * w.n_cols;
-  const uint8_t* codes = w.ternary.packed.data() + rg * n_groups * kRows * kGroupBytes;
-  const float* scales = w.ternary.scales.data() + rg * n_blocks * kRows;
+  const uint8_t* codes = w.ternary.packed.data() + rg * sh.n_groups * kRows * kGroupBytes;
+  const float* scales = w.ternary.scales.data() + rg * sh.n_blocks * kRows;
   const __m128 s = _mm_set1_ps(x.scale[t]);
   __m128 acc = _mm_setzero_ps();
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    __m256i dot[kRows] = {};
-    for (int64_t g = b * block_groups; g < (b + 1) * block_groups; ++g) {
+  for (int64_t b = 0; b < sh.n_blocks; ++b) {
+    const int64_t g0 = b * sh.block_groups;
+    const int64_t g1 = g0 + sh.block_groups;
+    __m256i dot2[kRows][2] = {};
+    for (int64_t g = g0; g < g1; ++g) {
       __m256i a[4];
       for (int k = 0; k < 4; ++k) a[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + g * kGroupCols + 32 * k));
-      for (int i = 0; i < kRows; ++i) dot[i] = add_group_dot(dot[i], codes + (g * kRows + i) * kGroupBytes, a);
+      for (int i = 0; i < kRows; ++i) add_group_dot(dot2[i], codes + (g * kRows + i) * kGroupBytes, a);
     }
-    const __m128i act_sum = _mm_set1_epi32(x.block_sum(t, b * block_groups, (b + 1) * block_groups));
+    __m256i dot[kRows];
+    for (int i = 0; i < kRows; ++i) dot[i] = _mm256_add_epi32(dot2[i][0], dot2[i][1]);
+    const __m128i act_sum = _mm_set1_epi32(x.block_sum(t, g0, g1));
     const __m128 d = _mm_cvtepi32_ps(_mm_sub_epi32(hsum4(dot), act_sum));
     acc = _mm_add_ps(acc, _mm_mul_ps(_mm_div_ps(d, s), _mm_loadu_ps(scales + b * kRows)));
   }
   return acc;
 }
 
+void gemv(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  const TernaryShape sh(w);
+  for (int64_t rg = r0 / kRows; rg * kRows < r1; ++rg) {
+    alignas(16) float out[kRows];
+    _mm_store_ps(out, row_group(w, sh, x, 0, rg));
+    // A range may start or end inside a row group: keep only its rows.
+    for (int64_t r = std::max(r0, rg * kRows); r < std::min(r1, (rg + 1) * kRows); ++r) y[r] = out[r % kRows];
+  }
+}
+
+// Lane t: the activation sum of token t0 + t over groups [g0, g1) (8 tokens from t0 exist:
+// kTokenPad). Summed apart from the dot products, whose loop needs every register.
+__m256i block_sums(const Q8Rows& x, int64_t t0, int64_t g0, int64_t g1) {
+  __m256i sum = _mm256_setzero_si256();
+  for (int64_t g = g0; g < g1; ++g) {
+    const auto* group_sums = reinterpret_cast<const __m256i*>(x.group_sum + g * x.token_stride + t0);
+    sum = _mm256_add_epi32(sum, _mm256_loadu_si256(group_sums));
+  }
+  return sum;
+}
+
+// Prefill: row r against tokens t0 .. t0+T-1; each group's codes are unpacked once and meet
+// the T tokens' activations. Lane j of the float accumulator is token t0 + j; t0 is a multiple
+// of kTileTokens, so the 8 padded scales and group sums at t0 exist (kTokenPad).
+template <int T>
+void gemm_row(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t r, float* y) {
+  // Row r's group g is at row_codes + g * kRows * kGroupBytes, its block b scale at
+  // row_scales[b * kRows] (weights.h).
+  const uint8_t* row_codes = w.ternary.packed.data() + w.ternary.group_offset(r, 0, sh.n_groups);
+  const float* row_scales = w.ternary.scales.data() + w.ternary.scale_index(r, 0, sh.n_blocks);
+  const int8_t* q = x.q + t0 * w.n_cols;
+  const __m256 s = _mm256_loadu_ps(x.scale + t0);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < sh.n_blocks; ++b) {
+    const int64_t g0 = b * sh.block_groups;
+    const int64_t g1 = g0 + sh.block_groups;
+    __m256i dot[kTileTokens] = {};  // lanes of tokens >= T stay 0
+    for (int64_t g = g0; g < g1; ++g) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row_codes + g * kRows * kGroupBytes));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i c = field(v, k);
+        for (int j = 0; j < T; ++j) {
+          const auto* a = reinterpret_cast<const __m256i*>(q + j * w.n_cols + g * kGroupCols + 32 * k);
+          dot[j] = _mm256_dpbusd_avx_epi32(dot[j], c, _mm256_loadu_si256(a));
+        }
+      }
+    }
+    const __m256i act_sum = block_sums(x, t0, g0, g1);
+    const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(hsum8(dot), act_sum));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_div_ps(d, s), _mm256_set1_ps(row_scales[b * kRows])));
+  }
+  alignas(32) float out[kTileTokens];
+  _mm256_store_ps(out, acc);
+  for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[j];
+}
+
+using TileFn = void (*)(const CpuWeight&, const TernaryShape&, const Q8Rows&, int64_t, int64_t, float*);
+constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,     gemm_row<1>, gemm_row<2>, gemm_row<3>, gemm_row<4>,
+                                            gemm_row<5>, gemm_row<6>, gemm_row<7>, gemm_row<8>};
+
+void gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  const TernaryShape sh(w);
+  const int64_t block_rows = kRows * std::max<int64_t>(1, kBlockCodeBytes / (sh.n_groups * kRows * kGroupBytes));
+  for (int64_t rb = r0; rb < r1; rb += block_rows) {
+    const int64_t rb_end = std::min(r1, rb + block_rows);
+    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
+      const TileFn tile = kTiles[std::min<int64_t>(kTileTokens, x.n_tokens - t0)];
+      for (int64_t r = rb; r < rb_end; ++r) tile(w, sh, x, t0, r, y);
+    }
+  }
+}
+
 }  // namespace
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   BITNET_CHECK(w.ternary.rows_per_group == kRows);
-  for (int64_t t = 0; t < x.n_tokens; ++t) {
-    for (int64_t rg = r0 / kRows; rg * kRows < r1; ++rg) {
-      alignas(16) float out[kRows];
-      _mm_store_ps(out, row_group(w, x, t, rg));
-      for (int64_t r = std::max(r0, rg * kRows); r < std::min(r1, (rg + 1) * kRows); ++r) {
-        y[t * w.n_rows + r] = out[r % kRows];
-      }
-    }
-  }
+  if (x.n_tokens == 1) return gemv(w, x, y, r0, r1);
+  gemm(w, x, y, r0, r1);
 }
 
 }  // namespace bitnet::cpu::avxvnni

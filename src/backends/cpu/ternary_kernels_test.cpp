@@ -54,19 +54,22 @@ std::string case_name(const TernaryCase& c) {
 }
 
 // Runs `set` and the scalar twin on the same file weight and activations, over the whole range
-// and over a thread-like split with cuts inside row groups, and compares bits.
-void check_against_twin(const KernelSet& set, const test::FileWeight& file, const Q8Rows& x, const std::string& what) {
+// and over a thread-like split at `inner_cuts` and n - 1 (inside row groups), and compares bits.
+void check_against_twin(const KernelSet& set, const test::FileWeight& file, const Q8Rows& x, const std::string& what,
+                        std::initializer_list<int64_t> inner_cuts = {1, 6, 7}) {
   const CpuWeight twin_w = test::prepare(file, kScalarKernels.ternary_rows_per_group);
   const CpuWeight set_w = test::prepare(file, set.ternary_rows_per_group);
   const int64_t n = file.n_rows;
   const int64_t whole[] = {0, n};
   const auto want = run_ternary(kScalarKernels, twin_w, x, whole);
   expect_same_bits(run_ternary(set, set_w, x, whole), want, n, what + " [0, n)");
-  // Cuts at 1, 6, 7 and n - 1: partial row groups at both ends of ranges, a one-row range.
+  // Cuts at 1, 6, 7 and n - 1 by default: partial row groups at both ends of ranges, a one-row
+  // range.
   std::vector<int64_t> cuts = {0};
-  for (int64_t c : {int64_t{1}, int64_t{6}, int64_t{7}, n - 1}) {
+  for (int64_t c : inner_cuts) {
     if (c > cuts.back() && c < n) cuts.push_back(c);
   }
+  if (n - 1 > cuts.back()) cuts.push_back(n - 1);
   cuts.push_back(n);
   expect_same_bits(run_ternary(set, set_w, x, cuts), want, n, what + " split");
   // Each range alone: its rows as the twin's, every other row untouched.
@@ -94,12 +97,35 @@ TEST_P(TernaryMatchesTwin, OddShapesAndThreadSplits) {
         const auto codes = test::random_codes(n_rows * n_cols, rng);
         const auto file = test::ternary_file(type, codes, test::random_scales(type, n_rows * n_cols, rng), n_cols, n_rows);
         for (int64_t n_tokens : {1, 2, 3, 5, 8, 13}) {
-          Q8Buffer q8;
-          q8.resize(n_tokens, n_cols);
-          const auto x = test::random_floats(n_tokens * n_cols, rng);
-          for (int64_t t = 0; t < n_tokens; ++t) q8.quantize(kScalarKernels, t, x.data() + t * n_cols);
+          const Q8Buffer q8 = test::random_q8(n_tokens, n_cols, rng);
           check_against_twin(set(), file, q8.rows(), case_name({type, n_rows, n_cols, n_tokens}));
         }
+      }
+    }
+  }
+}
+
+// Prefill kernels take tokens in tiles (8 on x86) and rows in cache blocks: every token count
+// around the tile sizes, against I2_S-style (one scale per row) and TQ-style (one per 256
+// columns) weights, with row ranges that start and end inside row groups and cache blocks.
+TEST_P(TernaryMatchesTwin, TokenTilesAndRowBlocks) {
+  std::mt19937 rng(5);
+  struct Shape {
+    int64_t n_rows, n_cols;
+    std::vector<int64_t> token_counts;
+  };
+  // 16384 columns: a 256 KiB block of codes holds 16 row groups (64 rows), so 150 rows span 3.
+  const Shape shapes[] = {{37, 512, {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 33, 67}},
+                          {150, 16384, {1, 2, 8, 13, 33}}};
+  for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
+    for (const Shape& sh : shapes) {
+      const auto codes = test::random_codes(sh.n_rows * sh.n_cols, rng);
+      const auto file = test::ternary_file(type, codes, test::random_scales(type, sh.n_rows * sh.n_cols, rng),
+                                           sh.n_cols, sh.n_rows);
+      for (int64_t n_tokens : sh.token_counts) {
+        const Q8Buffer q8 = test::random_q8(n_tokens, sh.n_cols, rng);
+        check_against_twin(set(), file, q8.rows(), case_name({type, sh.n_rows, sh.n_cols, n_tokens}),
+                           {3, 21, 61, 64, 66, 129});
       }
     }
   }
@@ -108,30 +134,32 @@ TEST_P(TernaryMatchesTwin, OddShapesAndThreadSplits) {
 // All codes 2 (w = +1) or all 0 (w = -1) against activations at the int8 limits: the largest
 // sums the int16 stage of a maddubs kernel ever holds (bitnet.cpp overflows here, #629).
 TEST_P(TernaryMatchesTwin, WorstCaseSums) {
-  const int64_t n_cols = 2560, n_rows = 13, n_tokens = 9;
+  const int64_t n_cols = 2560, n_rows = 13;
   for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
     for (uint8_t code : {uint8_t{2}, uint8_t{0}}) {
       const std::vector<uint8_t> codes(static_cast<size_t>(n_rows * n_cols), code);
       std::vector<float> scales(static_cast<size_t>(n_rows * n_cols / quant::ternary_scale_block(type, n_rows * n_cols)), 1.0f);
       const auto file = test::ternary_file(type, codes, scales, n_cols, n_rows);
-      std::vector<int8_t> q(static_cast<size_t>(n_tokens * n_cols));
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t k = 0; k < n_cols; ++k) {
-          const int8_t pattern[] = {127, -127, -128, static_cast<int8_t>(k % 2 ? -127 : 127),
-                                    static_cast<int8_t>(k % 2 ? -128 : 127)};
-          q[static_cast<size_t>(t * n_cols + k)] = pattern[t % 5];
+      for (int64_t n_tokens : {1, 9, 17}) {  // decode, and prefill with partial token tiles
+        std::vector<int8_t> q(static_cast<size_t>(n_tokens * n_cols));
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t k = 0; k < n_cols; ++k) {
+            const int8_t pattern[] = {127, -127, -128, static_cast<int8_t>(k % 2 ? -127 : 127),
+                                      static_cast<int8_t>(k % 2 ? -128 : 127)};
+            q[static_cast<size_t>(t * n_cols + k)] = pattern[t % 5];
+          }
         }
+        const TestQ8 x(q, std::vector<float>(static_cast<size_t>(n_tokens), 127.0f), n_tokens, n_cols);
+        const std::string what = case_name({type, n_rows, n_cols, n_tokens}) + " code " + std::to_string(code);
+        check_against_twin(set(), file, x.rows(), what);
+        // And the value itself: all codes 2 against all 127 is 2 * 127 * n_cols before the
+        // "- act_sum" term, (2*127 - 127) * n_cols / 127 after it.
+        const CpuWeight w = test::prepare(file, set().ternary_rows_per_group);
+        const int64_t whole[] = {0, n_rows};
+        const auto y = run_ternary(set(), w, x.rows(), whole);
+        const float want_first = code == 2 ? static_cast<float>(n_cols) : -static_cast<float>(n_cols);
+        EXPECT_FLOAT_EQ(y[0], want_first) << what;
       }
-      const TestQ8 x(q, std::vector<float>(static_cast<size_t>(n_tokens), 127.0f), n_tokens, n_cols);
-      const std::string what = std::string(ggml_type_name(type)) + " code " + std::to_string(code);
-      check_against_twin(set(), file, x.rows(), what);
-      // And the value itself: all codes 2 against all 127 is 2 * 127 * n_cols before the
-      // "- act_sum" term, (2*127 - 127) * n_cols / 127 after it.
-      const CpuWeight w = test::prepare(file, set().ternary_rows_per_group);
-      const int64_t whole[] = {0, n_rows};
-      const auto y = run_ternary(set(), w, x.rows(), whole);
-      const float want_first = code == 2 ? static_cast<float>(n_cols) : -static_cast<float>(n_cols);
-      EXPECT_FLOAT_EQ(y[0], want_first) << what;
     }
   }
 }
