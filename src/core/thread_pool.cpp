@@ -1,12 +1,38 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace bitnet {
 
 namespace {
-constexpr int kSpinIterations = 20000;
+
+// How long a thread spins before it sleeps. The gaps between the ops of one forward pass, and
+// the wait for the slowest thread at the end of an op, are microseconds to a millisecond: a
+// thread that slept through them would pay a futex wake-up (5-20 us) on every op, hundreds of
+// times per decoded token. Between tokens and between requests the threads do go to sleep.
+constexpr auto kSpinTime = std::chrono::milliseconds(2);
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
+
+// Spins until done() holds or kSpinTime has passed; returns done().
+template <typename Done>
+bool spin_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if (i % 256 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
@@ -61,12 +87,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn) {
   wake_.notify_all();
   run_chunks(0);
   // Wait for the workers to finish their last chunk.
-  for (int spin = 0; active_.load(std::memory_order_acquire) != 0; ++spin) {
-    if (spin > kSpinIterations) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
-      break;
-    }
+  const auto all_done = [this] { return active_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, all_done);
   }
   fn_ = nullptr;
 }
@@ -75,11 +99,10 @@ void ThreadPool::worker_loop(int slot) {
   uint64_t seen = 0;
   for (;;) {
     // Spin a while for the next job, then sleep.
-    int spin = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spin < kSpinIterations) ++spin;
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    const auto new_job = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(new_job)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      wake_.wait(lock, new_job);
     }
     seen = generation_.load(std::memory_order_acquire);
     {

@@ -1,6 +1,7 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread takes part,
-// so a pool of n threads starts n-1 workers. Workers spin briefly between jobs (a decode
-// step dispatches hundreds of small loops) and then sleep on a condition variable.
+// so a pool of n threads starts n-1 workers. Workers (and the caller, waiting for the
+// last chunk) spin with a CPU pause for up to 2 ms (a decode step dispatches hundreds of loops
+// microseconds apart), then sleep on a condition variable.
 #pragma once
 
 #include <atomic>
