@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bitset>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,28 @@ constexpr int64_t kMinWorkPerChunk = 1 << 15;
 // Items per chunk so that each chunk holds at least kMinWorkPerChunk of work.
 int64_t min_chunk(int64_t work_per_item, int64_t floor = 1) {
   return std::max(floor, kMinWorkPerChunk / std::max<int64_t>(1, work_per_item));
+}
+
+// Matmuls run as one parallel loop at most (Q, K, V is the longest run in the op lists).
+constexpr size_t kMaxFusedMatmuls = 4;
+
+// How many ops from ops[0] are matmuls of one input that can run as one loop: consecutive,
+// writing distinct outputs none of which is that input (0 when ops[0] is no matmul).
+size_t fusable_matmuls(std::span<const hal::Op> ops) {
+  const auto writes_input_or_clashes = [&](size_t n) {
+    if (ops[n].dst == ops[0].a) return true;
+    for (size_t m = 0; m < n; ++m) {
+      if (ops[m].dst == ops[n].dst) return true;
+    }
+    return false;
+  };
+  if (ops[0].kind != hal::OpKind::kMatmul) return 0;
+  size_t n = 1;
+  while (n < ops.size() && n < kMaxFusedMatmuls && ops[n].kind == hal::OpKind::kMatmul && ops[n].a == ops[0].a &&
+         !writes_input_or_clashes(n)) {
+    ++n;
+  }
+  return n;
 }
 
 // The kernels a backend has run, recorded per op as bits (no strings in the hot path) and
@@ -152,7 +175,9 @@ class CpuBackend final : public hal::Backend {
   void quantize(const hal::ActDesc& d, const hal::Op& op);
   void rope(const hal::Graph& graph, const hal::ActDesc& d, const hal::Op& op);
   void elementwise(const hal::ActDesc& d, const hal::Op& op);
-  void matmul(const hal::Graph& graph, const hal::Op& op);
+  // Matmuls reading one input (Q/K/V, gate/up) as one parallel loop over all their rows: one
+  // barrier instead of one per matmul, and the input read once per chunk of rows.
+  void matmul(const hal::Graph& graph, std::span<const hal::Op> ops);
   void attention(const hal::Graph& graph, const hal::Op& op);
   float* kv_row(ZeroedFloats& cache, int32_t il, int64_t pos) {
     return cache.data() + (static_cast<int64_t>(il) * kv_.n_ctx + pos) * kv_.n_embd_kv;
@@ -188,7 +213,16 @@ Status CpuBackend::compute(const hal::Graph& graph, std::span<const int32_t> tok
                            std::span<float> logits) {
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
   prepare_acts(graph);
-  for (const hal::Op& op : graph.ops) BITNET_RETURN_IF_ERROR(run_op(graph, op, tokens));
+  const std::span<const hal::Op> ops = graph.ops;
+  for (size_t i = 0; i < ops.size();) {
+    const size_t n = fusable_matmuls(ops.subspan(i));
+    if (n > 1) {
+      matmul(graph, ops.subspan(i, n));
+    } else {
+      BITNET_RETURN_IF_ERROR(run_op(graph, ops[i], tokens));
+    }
+    i += std::max<size_t>(n, 1);
+  }
   const std::vector<float>& out = acts_[static_cast<size_t>(graph.logits)].f32;
   std::copy(out.begin(), out.end(), logits.begin());
   return {};
@@ -210,7 +244,7 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op, std::span<
       quantize(desc(op.dst), op);
       return {};
     case hal::OpKind::kMatmul:
-      matmul(graph, op);
+      matmul(graph, {&op, 1});
       return {};
     case hal::OpKind::kScale: {
       const hal::ActDesc& d = desc(op.dst);
@@ -292,28 +326,54 @@ void CpuBackend::elementwise(const hal::ActDesc& d, const hal::Op& op) {
                                                         : KernelsUsed::kAdd);
 }
 
-void CpuBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
-  const CpuWeight& w = weight(op.w);
-  const hal::ActDesc& src = graph.acts[static_cast<size_t>(op.a)];
-  ActBuffer& x = acts_[static_cast<size_t>(op.a)];
-  float* y = f32(op.dst);
+void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
+  const hal::ActDesc& src = graph.acts[static_cast<size_t>(ops[0].a)];
+  ActBuffer& x = acts_[static_cast<size_t>(ops[0].a)];
   const int64_t n_tokens = src.n_rows;
-  if (src.type == hal::ActType::kQ8) {
-    BITNET_CHECK(w.is_ternary());
-    // Threads take whole row groups of the set's layout, so no group is computed twice.
-    const int64_t rows = w.ternary.rows_per_group;
-    const Q8Rows q = x.q8.rows();
-    pool_.parallel_for((w.n_rows + rows - 1) / rows, min_chunk(rows * w.n_cols * n_tokens, 4),
-                       [&](int64_t rg0, int64_t rg1) {
-                         kernels_->matmul_ternary(w, q, y, rg0 * rows, std::min(w.n_rows, rg1 * rows));
-                       });
-    kernels_used_.add(KernelsUsed::kMatmulW2A8);
-  } else {
-    BITNET_CHECK(!w.is_ternary());
-    pool_.parallel_for(w.n_rows, min_chunk(w.n_cols * n_tokens, 16), [&](int64_t r0, int64_t r1) {
-      kernels_->matmul_float(w, x.f32.data(), n_tokens, y, r0, r1);
-    });
-    kernels_used_.add_float_matmul(w.type);
+  const bool q8 = src.type == hal::ActType::kQ8;
+  // Work items: ternary weights in whole row groups of the set's layout (so no group is
+  // computed twice), float weights in rows; item `first` is where each matmul's items start.
+  struct Part {
+    const CpuWeight* w;
+    float* y;
+    int64_t first;
+    int64_t rows_per_item;
+  };
+  BITNET_CHECK(!ops.empty() && ops.size() <= kMaxFusedMatmuls);
+  std::array<Part, kMaxFusedMatmuls> parts_buf;
+  const std::span<Part> parts(parts_buf.data(), ops.size());
+  int64_t n_items = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const CpuWeight& w = weight(ops[i].w);
+    BITNET_CHECK(w.is_ternary() == q8);
+    const int64_t rows = q8 ? w.ternary.rows_per_group : 1;
+    parts[i] = {&w, f32(ops[i].dst), n_items, rows};
+    n_items += (w.n_rows + rows - 1) / rows;
+  }
+  const CpuWeight& w0 = *parts[0].w;
+  const int64_t chunk = q8 ? min_chunk(parts[0].rows_per_item * w0.n_cols * n_tokens, 4) : min_chunk(w0.n_cols * n_tokens, 16);
+  const Q8Rows q = q8 ? x.q8.rows() : Q8Rows{};
+  pool_.parallel_for(n_items, chunk, [&](int64_t i0, int64_t i1) {
+    for (const Part& p : parts) {
+      const int64_t p_items = (p.w->n_rows + p.rows_per_item - 1) / p.rows_per_item;
+      const int64_t b = std::max(i0, p.first) - p.first;
+      const int64_t e = std::min(i1, p.first + p_items) - p.first;
+      if (b >= e) continue;
+      const int64_t r0 = b * p.rows_per_item;
+      const int64_t r1 = std::min(p.w->n_rows, e * p.rows_per_item);
+      if (q8) {
+        kernels_->matmul_ternary(*p.w, q, p.y, r0, r1);
+      } else {
+        kernels_->matmul_float(*p.w, x.f32.data(), n_tokens, p.y, r0, r1);
+      }
+    }
+  });
+  for (const Part& p : parts) {
+    if (q8) {
+      kernels_used_.add(KernelsUsed::kMatmulW2A8);
+    } else {
+      kernels_used_.add_float_matmul(p.w->type);
+    }
   }
 }
 
