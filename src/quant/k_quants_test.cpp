@@ -287,31 +287,13 @@ TEST(KQuants, ZeroBlocksAreZeroBytes) {
 
 // Round-trip error relative to the signal: the worst of several seeds, measured, plus ~10 %.
 TEST(KQuants, RoundTripError) {
-  struct Bound {
-    GgmlType type;
-    double normal, uniform, heavy_tail, offset;
-  };
-  const Bound bounds[] = {
+  constexpr testing::RoundTripBound bounds[] = {
       {GgmlType::kQ4_K, 0.079, 0.060, 0.080, 0.021},
       {GgmlType::kQ5_K, 0.040, 0.031, 0.041, 0.0105},
       {GgmlType::kQ6_K, 0.0196, 0.0147, 0.0193, 0.0093},
       {GgmlType::kQ8_K, 0.0077, 0.0043, 0.0063, 0.0028},
   };
-  for (const Bound& b : bounds) {
-    for (Dist dist : testing::kDists) {
-      SCOPED_TRACE(::testing::Message() << ggml_type_name(b.type) << " " << dist_name(dist));
-      const double bound = dist == Dist::kNormal    ? b.normal
-                           : dist == Dist::kUniform ? b.uniform
-                           : dist == Dist::kHeavyTail ? b.heavy_tail
-                                                      : b.offset;
-      for (uint32_t seed = 1; seed <= 3; ++seed) {
-        const std::vector<float> x = testing::random_floats(256 * 64, dist, seed);
-        const std::vector<float> y =
-            dequantized(b.type, quantized(b.type, x, 256), static_cast<int64_t>(x.size()));
-        EXPECT_LT(testing::relative_rmse(y, x), bound);
-      }
-    }
-  }
+  testing::expect_round_trip_within(bounds);
 }
 
 // ggml's K quantizers search scales and then round them to 6 or 8 bits, so quantizing

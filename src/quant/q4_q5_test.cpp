@@ -151,32 +151,14 @@ constexpr GgmlType kLegacy[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_
 // measured, plus ~10 %. Uniform data in [-1, 1] with Q4_0 is the textbook case: step amax/8,
 // rmse step/sqrt(12) = 0.036 against an rms of 0.577, i.e. 0.0625.
 TEST(Legacy, RoundTripError) {
-  struct Bound {
-    GgmlType type;
-    double normal, uniform, heavy_tail, offset;
-  };
-  const Bound bounds[] = {
+  constexpr testing::RoundTripBound bounds[] = {
       {GgmlType::kQ4_0, 0.095, 0.072, 0.088, 0.046},
       {GgmlType::kQ4_1, 0.087, 0.067, 0.093, 0.0035},  // the min absorbs the offset
       {GgmlType::kQ5_0, 0.047, 0.035, 0.045, 0.022},
       {GgmlType::kQ5_1, 0.042, 0.033, 0.045, 0.0017},
       {GgmlType::kQ8_0, 0.006, 0.0042, 0.0058, 0.0027},
   };
-  for (const Bound& b : bounds) {
-    for (Dist dist : testing::kDists) {
-      SCOPED_TRACE(::testing::Message() << ggml_type_name(b.type) << " " << dist_name(dist));
-      const double bound = dist == Dist::kNormal    ? b.normal
-                           : dist == Dist::kUniform ? b.uniform
-                           : dist == Dist::kHeavyTail ? b.heavy_tail
-                                                      : b.offset;
-      for (uint32_t seed = 1; seed <= 3; ++seed) {
-        const std::vector<float> x = testing::random_floats(256 * 64, dist, seed);
-        const std::vector<float> y =
-            dequantized(b.type, quantized(b.type, x, 256), static_cast<int64_t>(x.size()));
-        EXPECT_LT(testing::relative_rmse(y, x), bound);
-      }
-    }
-  }
+  testing::expect_round_trip_within(bounds);
 }
 
 // The legacy quantizers are deterministic functions of min/max (or amax): the extreme elements

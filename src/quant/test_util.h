@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "core/fp16.h"
@@ -114,6 +115,31 @@ inline double q8_1_s_slack(std::span<const uint8_t> w, std::span<const uint8_t> 
     slack += std::fabs(static_cast<double>(m) * s) * 0x1p-10;
   }
   return slack;
+}
+
+// The round-trip error bound of a format per input distribution (relative rmse).
+struct RoundTripBound {
+  GgmlType type;
+  double normal, uniform, heavy_tail, offset;
+};
+
+// Quantizes and dequantizes 64 blocks of 256 of each distribution, three seeds each, and
+// checks the relative rmse against the bound.
+inline void expect_round_trip_within(std::span<const RoundTripBound> bounds) {
+  for (const RoundTripBound& b : bounds) {
+    for (Dist dist : kDists) {
+      SCOPED_TRACE(::testing::Message() << ggml_type_name(b.type) << " " << dist_name(dist));
+      const double bound = dist == Dist::kNormal      ? b.normal
+                           : dist == Dist::kUniform   ? b.uniform
+                           : dist == Dist::kHeavyTail ? b.heavy_tail
+                                                      : b.offset;
+      for (uint32_t seed = 1; seed <= 3; ++seed) {
+        const std::vector<float> x = random_floats(256 * 64, dist, seed);
+        const std::vector<float> y = dequantized(b.type, quantized(b.type, x, 256), static_cast<int64_t>(x.size()));
+        EXPECT_LT(relative_rmse(y, x), bound);
+      }
+    }
+  }
 }
 
 }  // namespace bitnet::quant::testing
