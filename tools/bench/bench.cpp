@@ -191,9 +191,12 @@ int run(BenchFlags f) {
         Row base = bench::describe(**engine, path, head);
         base.n_threads = t;
         base.load_seconds = seconds_since(t0);
-        base.peak_rss_bytes = peak_rss_bytes();
+        const size_t first_row = rows.size();
         const Status s = bench_engine(f, **engine, base, membw, rows);
         if (!s.ok()) return fail(s.with_context(path));
+        // Peak over the load and every test of this engine (weights touched by decode included).
+        const uint64_t peak = peak_rss_bytes();
+        for (size_t i = first_row; i < rows.size(); ++i) rows[i].peak_rss_bytes = peak;
       }
     }
   }

@@ -25,7 +25,7 @@ struct Row {
   std::vector<double> samples_ts;
   double membw_gbps = 0.0;     // the machine's read bandwidth on n_threads (decode rows)
   double load_seconds = 0.0;
-  uint64_t peak_rss_bytes = 0;
+  uint64_t peak_rss_bytes = 0;  // VmHWM over the load and every test of this engine
 
   std::string test_name() const;  // "pp128", "tg64"
   double avg_ts() const;
