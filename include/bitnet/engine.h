@@ -29,6 +29,7 @@ struct EngineOptions {
   int n_threads = 0;            // CPU threads; 0 = every hardware thread
   std::string cpu_isa;          // CPU kernel set ("scalar", "avx2", ...); "" = the best this CPU runs
   std::string head_type;        // requantize the output head at load: "f16" | "q8_0" | "q6_K"; "" = as stored
+  std::string cache_type = "f16";  // KV cache elements: "f16" | "f32" (a backend without F16 kernels keeps F32, logged)
   int64_t n_ctx = 0;            // context length; 0 = the model's own
   int64_t n_batch = 512;        // prompt tokens per forward step
   // Receives one line per event worth telling (fallbacks, warnings); may be empty.
@@ -86,6 +87,7 @@ class Engine {
   std::string device_name() const;    // its description
   int n_threads() const;
   int64_t n_ctx() const;
+  std::string kv_type() const;  // the KV cache's element type as stored: "f16" | "f32"
   std::vector<std::string> kernels_used() const;
   std::vector<Fallback> fallbacks() const;
   std::vector<std::string> warnings() const;  // e.g. suspicious weights outside strict mode

@@ -105,8 +105,12 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
 Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& options) {
   if (options.n_ctx < 0) return invalid_argument("context length must not be negative");
   if (options.n_batch <= 0) return invalid_argument("batch size must be positive");
+  if (options.cache_type != "f16" && options.cache_type != "f32") {
+    return invalid_argument(fmt::format("unknown KV cache type '{}' (allowed: f16, f32)", options.cache_type));
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->kv_type = options.cache_type == "f32" ? hal::KvType::kF32 : hal::KvType::kF16;
   const std::string& path = options.model_path;
   BITNET_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
   auto model = Model::from_gguf(impl->file);
@@ -172,6 +176,9 @@ std::string Engine::device_name() const {
 }
 int Engine::n_threads() const { return impl_->backend ? impl_->backend->info().n_threads : 0; }
 int64_t Engine::n_ctx() const { return impl_->n_ctx; }
+std::string Engine::kv_type() const {
+  return std::string(hal::kv_type_name(impl_->backend ? impl_->backend->stats().kv_type : impl_->kv_type));
+}
 std::vector<std::string> Engine::kernels_used() const {
   return impl_->backend ? impl_->backend->kernels_used() : std::vector<std::string>{};
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <functional>
 #include <memory>
 #include <new>
@@ -38,12 +39,18 @@ struct EngineCore {
   ModelSummary summary;
   int64_t n_ctx = 0;
   int64_t n_batch = 512;
+  hal::KvType kv_type = hal::KvType::kF16;  // asked for (options.cache_type); the backend may store F32
   std::vector<int32_t> history;        // tokens in the KV cache (positions 0..n_past-1)
   // Makes the backend of a device; tests swap in one that injects faults (as leveldb's Env).
   std::function<Result<std::unique_ptr<hal::Backend>>(const hal::DeviceInfo&, const EngineOptions&)> make_backend =
       [](const hal::DeviceInfo& d, const EngineOptions& o) { return hal::create_backend(d, {o.n_threads, o.cpu_isa}); };
 
   const hal::DeviceInfo& device() const { return plan.candidates[candidate]; }
+  static std::string upper(std::string_view s) {
+    std::string out(s);
+    for (char& ch : out) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    return out;
+  }
   void log(const std::string& line) const {
     if (options.log) options.log(line);
   }
@@ -70,11 +77,12 @@ struct EngineCore {
 
   // A KV cache larger than the device's memory is refused before any allocation: on the
   // host an over-committed allocation would succeed and the zero-fill would summon the OOM
-  // killer. (F32 elements: the largest any backend stores.)
+  // killer. Counted in the type asked for: the CPU stores it; a GPU backend that keeps F32
+  // instead allocates device memory, which fails cleanly rather than over-committing.
   Status check_kv_fits(const hal::DeviceInfo& d) const {
     const ModelConfig& c = model.config();
     const double need = 2.0 * static_cast<double>(c.n_layer) * static_cast<double>(n_ctx) *
-                        static_cast<double>(c.n_embd_kv()) * sizeof(float);
+                        static_cast<double>(c.n_embd_kv()) * static_cast<double>(hal::kv_type_bytes(kv_type));
     const uint64_t have = d.backend == "cpu" ? available_host_memory() : d.memory_bytes;
     if (have == 0 || need <= static_cast<double>(have)) return {};
     return out_of_memory(fmt::format(
@@ -95,8 +103,12 @@ struct EngineCore {
     BITNET_RETURN_IF_ERROR(guard_alloc("loading the weights", [&] { return b->load_weights(model.weight_table()); }));
     const ModelConfig& c = model.config();
     BITNET_RETURN_IF_ERROR(guard_alloc("allocating the KV cache", [&] {
-      return b->init_kv({static_cast<int32_t>(c.n_layer), n_ctx, c.n_embd_kv()});
+      return b->init_kv({static_cast<int32_t>(c.n_layer), n_ctx, c.n_embd_kv(), kv_type});
     }));
+    if (const hal::KvType stored = b->stats().kv_type; stored != kv_type) {
+      log(fmt::format("{}: {} KV cache not supported, using {}", d.id, upper(hal::kv_type_name(kv_type)),
+                      upper(hal::kv_type_name(stored))));
+    }
     backend = std::move(b);
     candidate = i;
     return {};

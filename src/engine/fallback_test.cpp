@@ -69,6 +69,7 @@ class EngineFallback : public testing::Test {
     auto c = std::make_unique<EngineCore>();
     c->options.strict = strict;
     c->options.n_threads = 1;
+    c->options.log = [this](std::string_view line) { log_.emplace_back(line); };
     auto file = gguf::File::open(path_.string());
     EXPECT_TRUE(file.ok());
     c->file = std::move(*file);
@@ -109,7 +110,20 @@ class EngineFallback : public testing::Test {
 
   std::filesystem::path path_;
   int scratch_releases_ = 0;
+  std::vector<std::string> log_;
 };
+
+// A backend that stores F32 when F16 was asked for (as the GPU backends do; the faulty one
+// reports the default stats) is named in one log line; the CPU it falls back to stores F16.
+TEST_F(EngineFallback, ABackendThatKeepsAnF32CacheIsLogged) {
+  auto c = core({1}, StatusCode::kDeviceLost, false);
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_EQ(log_[0], "faulty:0: F16 KV cache not supported, using F32");
+  std::vector<std::vector<float>> out;
+  ASSERT_TRUE(run(*c, out).ok());
+  EXPECT_EQ(c->backend->stats().kv_type, hal::KvType::kF16);
+  for (const std::string& line : log_) EXPECT_EQ(line.find("cpu-scalar: F16"), std::string::npos) << line;
+}
 
 TEST_F(EngineFallback, OutOfMemoryOnceFreesScratchAndRetriesOnTheSameDevice) {
   std::vector<std::vector<float>> want, got;

@@ -1,12 +1,14 @@
 // Engine::load on models that cannot fit: a context whose KV cache exceeds the memory left is
 // a clear error that names the file and the way out (-c), before anything is allocated.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <span>
 
 #include "bitnet/engine.h"
 #include "bitnet/synth.h"
@@ -20,7 +22,7 @@ class EngineLoad : public testing::Test {
     path_ = std::filesystem::temp_directory_path() / ("load_test_" + std::to_string(::getpid()) + ".gguf");
     SynthOptions o;
     o.output_path = path_.string();
-    o.shape.n_ctx = 2000000000;  // 2 layers x 128 KV values x 2e9 positions: a 3.7 TiB F32 cache
+    o.shape.n_ctx = 2000000000;  // 2 layers x 128 KV values x 2e9 positions: a 1.9 TiB F16 cache
     ASSERT_TRUE(synthesize_model(o).ok());
   }
   void TearDown() override { std::filesystem::remove(path_); }
@@ -85,6 +87,57 @@ TEST_F(EngineLoad, AHeadRequantizedAtLoadGivesCloseLogits) {
   const auto bad = Engine::load(o);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Pearson correlation of two equally long rows.
+double correlation(std::span<const float> a, std::span<const float> b) {
+  double sab = 0, saa = 0, sbb = 0, sa = 0, sb = 0;
+  const double n = static_cast<double>(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], y = b[i];
+    sa += x; sb += y; sab += x * y; saa += x * x; sbb += y * y;
+  }
+  return (sab - sa * sb / n) / std::sqrt((saa - sa * sa / n) * (sbb - sb * sb / n));
+}
+
+// --cache-type: F16 (the default) against F32 on the same tokens. Every row of logits moves by
+// the halves' rounding only; the receipt records the type and the bytes, which halve.
+TEST_F(EngineLoad, AnF16CacheGivesCloseLogitsInHalfTheBytes) {
+  EngineOptions o = options(64);
+  EXPECT_EQ(o.cache_type, "f16");
+  auto f16 = Engine::load(o);
+  ASSERT_TRUE(f16.ok()) << f16.status().to_string();
+  o.cache_type = "f32";
+  auto f32 = Engine::load(o);
+  ASSERT_TRUE(f32.ok()) << f32.status().to_string();
+  EXPECT_EQ((*f16)->kv_type(), "f16");
+  EXPECT_EQ((*f32)->kv_type(), "f32");
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 40; ++i) tokens.push_back(1 + (i * 37) % 250);
+  const auto a = (*f16)->eval(tokens, true);
+  const auto b = (*f32)->eval(tokens, true);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);  // the cache really holds halves
+  const size_t n_vocab = static_cast<size_t>((*f16)->n_vocab());
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const std::span<const float> ra(a->data() + t * n_vocab, n_vocab), rb(b->data() + t * n_vocab, n_vocab);
+    EXPECT_GT(correlation(ra, rb), 0.999) << "row " << t;
+  }
+  const auto ja = (*f16)->receipt_json({});
+  const auto jb = (*f32)->receipt_json({});
+  ASSERT_TRUE(ja.ok() && jb.ok());
+  const auto ra = nlohmann::json::parse(*ja), rb = nlohmann::json::parse(*jb);
+  EXPECT_EQ(ra["request"]["cache_type"], "f16");
+  EXPECT_EQ(ra["stats"]["kv_type"], "f16");
+  EXPECT_EQ(rb["stats"]["kv_type"], "f32");
+  EXPECT_GT(rb["stats"]["kv_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(ra["stats"]["kv_bytes"].get<uint64_t>() * 2, rb["stats"]["kv_bytes"].get<uint64_t>());
+
+  o.cache_type = "q8_0";
+  const auto bad = Engine::load(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("f16, f32"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bitnet/status.h"
@@ -13,10 +14,18 @@
 
 namespace bitnet::hal {
 
+// Element type of the KV cache. A backend may store a wider type than asked for (the GPU
+// backends keep F32); BackendStats::kv_type says what it stores.
+enum class KvType : uint8_t { kF32, kF16 };
+
+inline std::string_view kv_type_name(KvType t) { return t == KvType::kF16 ? "f16" : "f32"; }
+inline uint64_t kv_type_bytes(KvType t) { return t == KvType::kF16 ? 2 : 4; }
+
 struct KvShape {
   int32_t n_layer = 0;
   int64_t n_ctx = 0;      // positions per sequence
   int64_t n_embd_kv = 0;  // n_head_kv * head_dim
+  KvType type = KvType::kF32;  // asked for; the engine's default is F16 (EngineOptions::cache_type)
 };
 
 // What a backend reports about itself for logs and receipts.
@@ -30,6 +39,7 @@ struct BackendInfo {
 struct BackendStats {
   uint64_t weight_bytes = 0;        // resident weights
   uint64_t kv_bytes = 0;            // KV cache
+  KvType kv_type = KvType::kF32;    // what the KV cache stores (may differ from KvShape::type)
   uint64_t pool_allocations = 0;    // buffers created by the pool
   uint64_t pool_reuses = 0;         // requests served from the pool's free list
   uint64_t pool_bytes = 0;          // bytes currently held by the pool
@@ -44,7 +54,8 @@ class Backend {
 
   // Uploads or repacks every weight once; ids in op lists index this table.
   virtual Status load_weights(std::span<const WeightDesc> weights) = 0;
-  // Allocates the KV cache (cleared).
+  // Allocates the KV cache (cleared) of shape.type, or of F32 where the backend has no kernels
+  // for that type (stats().kv_type tells which; the backend itself logs nothing).
   virtual Status init_kv(const KvShape& shape) = 0;
   // Runs `graph` for `tokens` (graph.n_tokens of them); copies the logits activation
   // (graph.acts[graph.logits], row-major) into `logits`, which must be exactly that size.

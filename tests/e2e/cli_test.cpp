@@ -332,6 +332,47 @@ TEST(Cli, HeadTypeRequantizesTheHeadOrIsRefused) {
   EXPECT_NE(ppl.err.find("to q6_K"), std::string::npos) << ppl.err;
 }
 
+// --cache-type: f16 by default, f32 on request, shown on the device line, in the receipt and
+// the kernels; any other value is a flag error on every model-loading command. A GPU backend
+// that keeps F32 says so in one line.
+TEST(Cli, CacheTypeIsRecordedAndCheckedOnEveryModelCommand) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const fs::path receipt = temp_dir() / "cache_type.json";
+  for (const std::string type : {"f16", "f32"}) {
+    const std::string flag = type == "f16" ? "" : " --cache-type f32";  // f16: the default
+    const Output o = run_cli("run -m " + model.string() + " -p hello -n 3 --temp 0 --receipt " + receipt.string() + flag);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find(" kv=" + type), std::string::npos) << o.err;
+    const auto j = nlohmann::json::parse(slurp(receipt));
+    EXPECT_EQ(j["request"]["cache_type"], type);
+    EXPECT_EQ(j["stats"]["kv_type"], type);
+    const auto kernels = j["kernels"].get<std::vector<std::string>>();
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), "attention_" + type + "_" + cpu_id().substr(4)), kernels.end())
+        << j["kernels"].dump();
+    const Output bench = run_cli("bench -m " + model.string() + " -p 4 -n 2 -t 1 -r 1 -o json" + flag);
+    ASSERT_EQ(bench.exit_code, 0) << bench.err;
+    for (const auto& row : nlohmann::json::parse(bench.out)) {
+      EXPECT_EQ(row["type_k"], type);
+      EXPECT_EQ(row["type_v"], type);
+    }
+  }
+  const fs::path text = temp_dir() / "cache_type.txt";
+  std::ofstream(text) << "Once upon a time there was a little cat. The cat liked to sleep in the sun all day long.";
+  const std::vector<std::string> commands = {"run -p hi", "logits -p hi -o " + (temp_dir() / "l.f32").string(),
+                                             "tokenize -p hi", "perplexity -f " + text.string(), "bench -p 4 -n 2 -r 1"};
+  for (const std::string& cmd : commands) {
+    const std::string sub = cmd.substr(0, cmd.find(' '));
+    const Output bad = run_cli(sub + " -m " + model.string() + cmd.substr(cmd.find(' ')) + " --cache-type q8_0");
+    EXPECT_EQ(bad.exit_code, 2) << cmd << ": " << bad.err;
+    EXPECT_NE(bad.err.find("--cache-type"), std::string::npos) << cmd << ": " << bad.err;
+  }
+  const Output cl = run_cli("run -m " + model.string() + " -p hi -n 2 --device opencl");
+  if (cl.exit_code == 0 && cl.err.find("selected=opencl") != std::string::npos) {
+    EXPECT_NE(cl.err.find(": F16 KV cache not supported, using F32"), std::string::npos) << cl.err;
+    EXPECT_NE(cl.err.find(" kv=f32"), std::string::npos) << cl.err;
+  }
+}
+
 // `bitnet bench -o json`: llama-bench's field names, one row per (head type, threads, test),
 // each with a measured rate; decode rows carry the bytes read per token and the GB/s.
 TEST(CliBench, JsonHasOneRowPerHeadThreadsAndTest) {

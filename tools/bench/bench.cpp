@@ -233,6 +233,8 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   cmd->add_option("-r,--repetitions", f->reps, "runs of each test after one warm-up run (default: 3)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--head-type", f->head_types, "requantize the output head: f16|q8_0|q6_K (repeatable)");
+  cmd->add_option("--cache-type", f->model.cache_type, "KV cache element type: f16|f32 (default: f16)")
+      ->check(CLI::IsMember({"f16", "f32"}));
   cmd->add_option("-o,--output", f->output, "md|json|csv (default: md)")->check(CLI::IsMember({"md", "json", "csv"}));
   cmd->add_flag("--membw", f->membw_only, "only measure the machine's read bandwidth");
   cmd->add_option("--device", f->model.device, "auto|cpu|gpu|cuda|hip|opencl|vulkan (default: $BITNET_DEVICE, else auto)");

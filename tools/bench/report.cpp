@@ -40,6 +40,7 @@ Row describe(const Engine& engine, const std::string& path, const std::string& h
   r.bytes_per_token = m.bytes_per_token;
   r.backend = engine.backend_name();
   r.head_type = head_type;
+  r.kv_type = engine.kv_type();
   return r;
 }
 
@@ -59,17 +60,17 @@ std::string count_label(uint64_t n) {
 
 std::string markdown(const std::vector<Row>& rows) {
   std::string out =
-      "| model | size | params | backend | head | threads | test | t/s | GB/s | of read bw | load s | peak RSS |\n"
-      "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      "| model | size | params | backend | head | kv | threads | test | t/s | GB/s | of read bw | load s | peak RSS |\n"
+      "| --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const Row& r : rows) {
     std::string bw = "", frac = "";
     if (r.n_gen > 0) {
       bw = fmt::format("{:.1f}", r.gbps());
       if (r.membw_gbps > 0) frac = fmt::format("{:.0f}% of {:.1f}", 100.0 * r.gbps() / r.membw_gbps, r.membw_gbps);
     }
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {:.2f} | {} |\n",
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {:.2f} | {} |\n",
                        r.model_name, size_label(r.model_size), count_label(r.n_params), r.backend, head_label(r),
-                       r.n_threads, r.test_name(), r.avg_ts(), r.stddev_ts(), bw, frac, r.load_seconds,
+                       r.kv_type, r.n_threads, r.test_name(), r.avg_ts(), r.stddev_ts(), bw, frac, r.load_seconds,
                        size_label(r.peak_rss_bytes));
   }
   return out;
@@ -93,6 +94,8 @@ nlohmann::ordered_json to_json(const Row& r) {
           {"stddev_ts", r.stddev_ts()},
           {"samples_ts", r.samples_ts},
           {"head_type", head_label(r)},
+          {"type_k", r.kv_type},  // llama-bench's names; K and V share one type here
+          {"type_v", r.kv_type},
           {"bytes_per_token", r.bytes_per_token},
           {"gbps", r.gbps()},
           {"membw_gbps", r.membw_gbps},

@@ -19,6 +19,7 @@ struct Row {
   uint64_t bytes_per_token = 0;
   std::string backend;         // device id, naming the kernel set: "cpu-avx2"
   std::string head_type;       // "" = as stored
+  std::string kv_type;         // the KV cache's elements as the backend stores them: "f16" | "f32"
   int n_threads = 0;
   int64_t n_prompt = 0;
   int64_t n_gen = 0;

@@ -16,6 +16,7 @@ Row decode_row() {
   r.n_params = 2'400'000'000;
   r.bytes_per_token = 1'000'000'000;
   r.backend = "cpu-avx2";
+  r.kv_type = "f16";
   r.n_threads = 2;
   r.n_gen = 64;
   r.samples_ts = {10.0, 12.0, 14.0};
@@ -44,12 +45,14 @@ TEST(BenchReport, JsonUsesLlamaBenchFieldNames) {
     EXPECT_TRUE(j[0].contains(key)) << key;
   }
   EXPECT_EQ(j[0]["n_gen"], 64);
+  EXPECT_EQ(j[0]["type_k"], "f16");
+  EXPECT_EQ(j[0]["type_v"], "f16");
   EXPECT_DOUBLE_EQ(j[0]["avg_ts"].get<double>(), 12.0);
 }
 
 TEST(BenchReport, MarkdownAndCsvCarryTheSameRow) {
   const std::string md = format_rows({decode_row()}, "md");
-  EXPECT_NE(md.find("| cpu-avx2 | file | 2 | tg64 | 12.00 ± 2.00 | 12.0 | 60% of 20.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| cpu-avx2 | file | f16 | 2 | tg64 | 12.00 ± 2.00 | 12.0 | 60% of 20.0 |"), std::string::npos) << md;
   const std::string csv = format_rows({decode_row()}, "csv");
   EXPECT_EQ(csv.rfind("model_filename,model_type,", 0), 0u) << csv;
   EXPECT_NE(csv.find("\"cpu-avx2\",2,0,64,"), std::string::npos) << csv;

@@ -39,10 +39,11 @@ struct ModelFlags {
   int64_t n_ctx = 0;
   std::string device;  // empty: BITNET_DEVICE, then auto
   std::string head_type;  // empty: the head as stored
+  std::string cache_type = "f16";  // KV cache elements: f16 | f32
   std::string receipt;
 };
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
-// -t, -b, --device and --head-type alone, for a command whose -c means something else
+// -t, -b, --device, --head-type and --cache-type alone, for a command whose -c means something else
 // (perplexity).
 void add_device_flags(CLI::App& cmd, ModelFlags& flags);
 

@@ -22,6 +22,9 @@ void add_device_flags(CLI::App& cmd, ModelFlags& flags) {
   cmd.add_option("--head-type", flags.head_type,
                  "requantize the output head (tied: the embedding too) at load: f16|q8_0|q6_K (default: as stored)")
       ->check(CLI::IsMember({"f16", "q8_0", "q6_K", "q6_k"}));
+  cmd.add_option("--cache-type", flags.cache_type,
+                 "KV cache element type: f16|f32 (default: f16; a GPU backend without F16 kernels keeps f32 and says so)")
+      ->check(CLI::IsMember({"f16", "f32"}));
 }
 
 int fail(const Status& status) {
@@ -53,6 +56,7 @@ Result<EngineOptions> engine_options_from_env(const ModelFlags& flags) {
   o.n_batch = flags.n_batch;
   o.n_ctx = flags.n_ctx;
   o.head_type = flags.head_type;
+  o.cache_type = flags.cache_type;
   o.device = !flags.device.empty() ? flags.device : !env("BITNET_DEVICE").empty() ? env("BITNET_DEVICE") : "auto";
   o.gpu_backend = env("BITNET_GPU_BACKEND");
   o.cpu_isa = env("BITNET_CPU_ISA");
@@ -86,8 +90,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int& exit_code) {
     exit_code = fail(engine.status());
     return nullptr;
   }
-  std::fprintf(stderr, "%s threads=%d n_ctx=%lld%s\n", (*engine)->device_summary().c_str(),
-               (*engine)->n_threads(), static_cast<long long>((*engine)->n_ctx()),
+  std::fprintf(stderr, "%s threads=%d n_ctx=%lld kv=%s%s\n", (*engine)->device_summary().c_str(),
+               (*engine)->n_threads(), static_cast<long long>((*engine)->n_ctx()), (*engine)->kv_type().c_str(),
                options->strict ? " strict" : "");
   exit_code = 0;
   return std::move(engine).value();

@@ -59,7 +59,7 @@ class KernelsUsed {
  public:
   enum Kernel : uint8_t {
     kEmbed, kRmsNorm, kActQuant, kMatmulW2A8, kScale, kRopeNorm, kRopeNeox, kAttention,
-    kSiluMul, kRelu2Mul, kAdd, kCount
+    kAttentionF16, kSiluMul, kRelu2Mul, kAdd, kCount
   };
 
   void add(Kernel k) { kernels_.set(k); }
@@ -71,7 +71,7 @@ class KernelsUsed {
   std::vector<std::string> names(std::string_view set) const {
     static constexpr std::string_view kNames[kCount] = {
         "embed", "rms_norm", "act_quant_i8", "matmul_w2a8", "scale", "rope_norm", "rope_neox",
-        "attention_f32", "silu_mul", "relu2_mul", "add"};
+        "attention_f32", "attention_f16", "silu_mul", "relu2_mul", "add"};
     std::vector<std::string> out;
     for (size_t k = 0; k < kCount; ++k) {
       if (kernels_.test(k)) out.push_back(fmt::format("{}_{}", kNames[k], set));
@@ -89,25 +89,29 @@ class KernelsUsed {
   std::bitset<kMaxTypes> float_types_;
 };
 
-// Zeroed floats from calloc: large blocks come as fresh zero pages that the kernel maps on
-// first touch, so a KV cache for a long context costs no time until positions are written.
-class ZeroedFloats {
+// Zeroed elements of T (float, or uint16_t for halves) from calloc: large blocks come as fresh
+// zero pages that the kernel maps on first touch, so a KV cache for a long context costs no
+// time until positions are written.
+class ZeroedBytes {
  public:
   // False when the memory cannot be had.
-  bool reset(size_t n) {
-    data_.reset(static_cast<float*>(std::calloc(n, sizeof(float))));
-    size_ = data_ != nullptr ? n : 0;
-    return data_ != nullptr || n == 0;
+  bool reset(size_t n_bytes) {
+    data_.reset(static_cast<uint8_t*>(std::calloc(n_bytes, 1)));
+    n_bytes_ = data_ != nullptr ? n_bytes : 0;
+    return data_ != nullptr || n_bytes == 0;
   }
-  float* data() { return data_.get(); }
-  size_t size() const { return size_; }
+  template <class T>
+  T* as() {
+    return reinterpret_cast<T*>(data_.get());
+  }
+  size_t n_bytes() const { return n_bytes_; }
 
  private:
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(uint8_t* p) const { std::free(p); }
   };
-  std::unique_ptr<float, Free> data_;
-  size_t size_ = 0;
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t n_bytes_ = 0;
 };
 
 // One activation buffer: F32 rows, or Q8 rows with their scales and group sums.
@@ -141,14 +145,14 @@ class CpuBackend final : public hal::Backend {
 
   Status init_kv(const hal::KvShape& shape) override {
     kv_ = {};  // set only once the cache exists: compute() refuses to run before
-    const size_t n = static_cast<size_t>(shape.n_layer) * static_cast<size_t>(shape.n_ctx) *
-                     static_cast<size_t>(shape.n_embd_kv);
+    const size_t n_bytes = static_cast<size_t>(shape.n_layer) * static_cast<size_t>(shape.n_ctx) *
+                           static_cast<size_t>(shape.n_embd_kv) * hal::kv_type_bytes(shape.type);
     // Attention scores: one row of n_ctx per thread slot.
     const size_t n_scores = static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(shape.n_ctx);
-    if (!k_cache_.reset(n) || !v_cache_.reset(n) || !scores_.reset(n_scores)) {
+    if (!k_cache_.reset(n_bytes) || !v_cache_.reset(n_bytes) || !scores_.reset(n_scores * sizeof(float))) {
       k_cache_.reset(0);
       v_cache_.reset(0);
-      return out_of_memory(fmt::format("KV cache of {} MiB", 2 * n * sizeof(float) >> 20));
+      return out_of_memory(fmt::format("KV cache of {} MiB", 2 * n_bytes >> 20));
     }
     kv_ = shape;
     return {};
@@ -162,7 +166,8 @@ class CpuBackend final : public hal::Backend {
   hal::BackendStats stats() const override {
     hal::BackendStats s;
     s.weight_bytes = weight_bytes_;
-    s.kv_bytes = (k_cache_.size() + v_cache_.size()) * sizeof(float);
+    s.kv_bytes = k_cache_.n_bytes() + v_cache_.n_bytes();
+    s.kv_type = kv_.type;
     return s;
   }
 
@@ -179,9 +184,9 @@ class CpuBackend final : public hal::Backend {
   // barrier instead of one per matmul, and the input read once per chunk of rows.
   void matmul(const hal::Graph& graph, std::span<const hal::Op> ops);
   void attention(const hal::Graph& graph, const hal::Op& op);
-  float* kv_row(ZeroedFloats& cache, int32_t il, int64_t pos) {
-    return cache.data() + (static_cast<int64_t>(il) * kv_.n_ctx + pos) * kv_.n_embd_kv;
-  }
+  // Element index of position pos of layer il in a cache (F32 or F16 elements).
+  int64_t kv_index(int32_t il, int64_t pos) const { return (static_cast<int64_t>(il) * kv_.n_ctx + pos) * kv_.n_embd_kv; }
+  void store_kv(const hal::Graph& graph, const hal::Op& op);
 
   ThreadPool pool_;
   const KernelSet* kernels_;
@@ -190,9 +195,9 @@ class CpuBackend final : public hal::Backend {
   uint64_t weight_bytes_ = 0;
   std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
   hal::KvShape kv_;
-  ZeroedFloats k_cache_;  // [n_layer][n_ctx][n_embd_kv]
-  ZeroedFloats v_cache_;
-  ZeroedFloats scores_;   // [n_threads][n_ctx]
+  ZeroedBytes k_cache_;  // [n_layer][n_ctx][n_embd_kv] of kv_.type (float or IEEE half)
+  ZeroedBytes v_cache_;
+  ZeroedBytes scores_;   // [n_threads][n_ctx] floats
   std::vector<ActBuffer> acts_;
   KernelsUsed kernels_used_;
 };
@@ -257,15 +262,9 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op, std::span<
     case hal::OpKind::kRope:
       rope(graph, desc(op.dst), op);
       return {};
-    case hal::OpKind::kStoreKv: {
-      const hal::ActDesc& k = desc(op.a);
-      const size_t row_bytes = static_cast<size_t>(k.n_cols) * sizeof(float);
-      for (int64_t t = 0; t < k.n_rows; ++t) {
-        std::memcpy(kv_row(k_cache_, op.il, graph.pos0 + t), f32(op.a) + t * k.n_cols, row_bytes);
-        std::memcpy(kv_row(v_cache_, op.il, graph.pos0 + t), f32(op.b) + t * k.n_cols, row_bytes);
-      }
+    case hal::OpKind::kStoreKv:
+      store_kv(graph, op);
       return {};
-    }
     case hal::OpKind::kAttention:
       attention(graph, op);
       return {};
@@ -377,27 +376,51 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
   }
 }
 
+// K and V rows of the step's tokens into the cache at positions pos0..: copied (F32) or
+// rounded to nearest even (F16).
+void CpuBackend::store_kv(const hal::Graph& graph, const hal::Op& op) {
+  const hal::ActDesc& k = graph.acts[static_cast<size_t>(op.a)];
+  for (int64_t t = 0; t < k.n_rows; ++t) {
+    const int64_t i = kv_index(op.il, graph.pos0 + t);
+    const float* k_row = f32(op.a) + t * k.n_cols;
+    const float* v_row = f32(op.b) + t * k.n_cols;
+    if (kv_.type == hal::KvType::kF16) {
+      fp32_to_fp16_row(k_row, k.n_cols, k_cache_.as<uint16_t>() + i);
+      fp32_to_fp16_row(v_row, k.n_cols, v_cache_.as<uint16_t>() + i);
+    } else {
+      std::memcpy(k_cache_.as<float>() + i, k_row, static_cast<size_t>(k.n_cols) * sizeof(float));
+      std::memcpy(v_cache_.as<float>() + i, v_row, static_cast<size_t>(k.n_cols) * sizeof(float));
+    }
+  }
+}
+
 void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const hal::AttentionParams& p = graph.attn;
   const float* q = f32(op.a);
   float* out = f32(op.dst);
   const int64_t n_embd = static_cast<int64_t>(p.n_head) * p.head_dim;
   const int32_t group = p.n_head / p.n_head_kv;  // query heads per kv head (GQA)
-  const float* k_cache = kv_row(k_cache_, op.il, 0);
-  const float* v_cache = kv_row(v_cache_, op.il, 0);
+  const int64_t layer = kv_index(op.il, 0);
+  const bool f16 = kv_.type == hal::KvType::kF16;
   const int64_t work = (graph.pos0 + graph.n_tokens) * p.head_dim * 2;  // per (token, head), at most
   pool_.parallel_for(graph.n_tokens * p.n_head, min_chunk(work), [&](int slot, int64_t i0, int64_t i1) {
-    float* scores = scores_.data() + static_cast<int64_t>(slot) * kv_.n_ctx;
+    float* scores = scores_.as<float>() + static_cast<int64_t>(slot) * kv_.n_ctx;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / p.n_head;
       const int32_t h = static_cast<int32_t>(i % p.n_head);
       const int64_t kv_off = static_cast<int64_t>(h / group) * p.head_dim;
-      kernels_->attention_head(q + t * n_embd + h * p.head_dim, k_cache, v_cache, graph.pos0 + t + 1,
-                               kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores,
-                               out + t * n_embd + h * p.head_dim);
+      const float* q_head = q + t * n_embd + h * p.head_dim;
+      float* out_head = out + t * n_embd + h * p.head_dim;
+      if (f16) {
+        kernels_->attention_head_f16(q_head, k_cache_.as<uint16_t>() + layer, v_cache_.as<uint16_t>() + layer,
+                                     graph.pos0 + t + 1, kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);
+      } else {
+        kernels_->attention_head(q_head, k_cache_.as<float>() + layer, v_cache_.as<float>() + layer, graph.pos0 + t + 1,
+                                 kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);
+      }
     }
   });
-  kernels_used_.add(KernelsUsed::kAttention);
+  kernels_used_.add(f16 ? KernelsUsed::kAttentionF16 : KernelsUsed::kAttention);
 }
 
 }  // namespace

@@ -92,6 +92,12 @@ struct KernelSet {
   void (*attention_head)(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
                          int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
                          float* scores, float* out);
+  // attention_head over an F16 cache (IEEE half, uint16_t per element): each element is read
+  // as fp16_to_fp32 and then used exactly as attention_head uses a float, so the scalar twin
+  // equals the F32 twin run on the rounded cache bit for bit.
+  void (*attention_head_f16)(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
+                             int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                             float* scores, float* out);
   void (*silu_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*relu2_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*add)(const float* a, const float* b, int64_t n, float* dst);

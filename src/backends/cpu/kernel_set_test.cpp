@@ -227,9 +227,9 @@ Layer make_layer(GgmlType ternary) {
 }
 
 // Logits of a prefill of 7 tokens and 3 decode steps.
-std::vector<std::vector<float>> run_layer(hal::Backend& b, const Layer& l) {
+std::vector<std::vector<float>> run_layer(hal::Backend& b, const Layer& l, hal::KvType kv_type = hal::KvType::kF32) {
   EXPECT_TRUE(b.load_weights(l.table).ok());
-  EXPECT_TRUE(b.init_kv({1, 16, Layer::kHeadsKv * Layer::kHeadDim}).ok());
+  EXPECT_TRUE(b.init_kv({1, 16, Layer::kHeadsKv * Layer::kHeadDim, kv_type}).ok());
   std::vector<std::vector<float>> out;
   int64_t pos = 0;
   for (int64_t n : {7, 1, 1, 1}) {
@@ -269,6 +269,34 @@ TEST_P(BackendOnSet, LayerMatchesTheScalarBackend) {
     }
     EXPECT_GT(backend->stats().weight_bytes, 0u);
   }
+}
+
+// An F16 KV cache: the same layer on each set matches the scalar backend with an F16 cache as
+// closely as F32 does, runs the F16 attention kernel and holds half the bytes.
+TEST_P(BackendOnSet, F16CacheMatchesTheScalarBackendInHalfTheBytes) {
+  const Layer l = make_layer(GgmlType::kI2_S);
+  auto reference = make_cpu_backend({1, "scalar"});
+  auto backend = make_cpu_backend({2, GetParam()});
+  auto backend_f32 = make_cpu_backend({2, GetParam()});
+  const auto want = run_layer(*reference, l, hal::KvType::kF16);
+  const auto got = run_layer(*backend, l, hal::KvType::kF16);
+  const auto got_f32 = run_layer(*backend_f32, l, hal::KvType::kF32);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t s = 0; s < want.size(); ++s) {
+    ASSERT_EQ(got[s].size(), want[s].size());
+    for (size_t i = 0; i < want[s].size(); ++i) {
+      EXPECT_NEAR(got[s][i], want[s][i], 1e-3 * (1.0 + std::abs(want[s][i]))) << "step " << s << " logit " << i;
+    }
+  }
+  EXPECT_NE(got, got_f32);  // the cache really holds halves
+  const auto names = backend->kernels_used();
+  EXPECT_NE(std::find(names.begin(), names.end(), "attention_f16_" + GetParam()), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "attention_f32_" + GetParam()), names.end());
+  const hal::BackendStats f16 = backend->stats(), f32 = backend_f32->stats();
+  EXPECT_EQ(f16.kv_type, hal::KvType::kF16);
+  EXPECT_EQ(f32.kv_type, hal::KvType::kF32);
+  EXPECT_EQ(f32.kv_bytes, 2u * 16 * Layer::kHeadsKv * Layer::kHeadDim * 4);
+  EXPECT_EQ(f16.kv_bytes * 2, f32.kv_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, BackendOnSet, testing::ValuesIn(test::set_names()), test::set_param_name);

@@ -35,6 +35,10 @@ void matmul_q6_K_q8_K(const CpuWeight& w, const float* x, int64_t n_tokens, floa
 // for all heads with llama.cpp's float theta recurrence).
 void rope_row(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p);
 
+// dst[i] = fp32_to_fp16(x[i]) (core/fp16.h: round to nearest even, as F16C's vcvtps2ph): the
+// rows kStoreKv writes into an F16 KV cache.
+void fp32_to_fp16_row(const float* x, int64_t n, uint16_t* dst);
+
 namespace scalar {
 
 float dot_f32(const float* a, const float* b, int64_t n);
@@ -45,6 +49,9 @@ void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* d
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
                     int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
                     float* scores, float* out);
+void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
+                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        float* scores, float* out);
 void silu_mul(const float* a, const float* b, int64_t n, float* dst);
 void relu2_mul(const float* a, const float* b, int64_t n, float* dst);
 void add(const float* a, const float* b, int64_t n, float* dst);

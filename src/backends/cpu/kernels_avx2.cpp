@@ -276,6 +276,7 @@ constinit const KernelSet kAvx2Kernels = {
     .rms_norm_row = avx2::rms_norm_row,
     .rope_row = rope_row,
     .attention_head = avx2::attention_head,
+    .attention_head_f16 = avx2::attention_head_f16,
     .silu_mul = avx2::silu_mul,
     .relu2_mul = avx2::relu2_mul,
     .add = avx2::add,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backends/cpu/kernels_avx2.h"
 
@@ -61,15 +62,56 @@ void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* d
   for (; i < n; ++i) dst[i] = x[i] * scale * g[i];
 }
 
+namespace {
+
+// A cache element type read as floats, 8 at a time or one: F32 as stored, F16 through F16C
+// (exact).
+struct F32Cache {
+  using T = float;
+  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float load1(const float* p) { return *p; }
+};
+struct F16Cache {
+  using T = uint16_t;
+  static __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
+};
+
+float hsum(__m256 v) {  // as kernels_avx2_float.cpp's, for dot_f32's order
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// dot_f32 over a cache row: F32 is dot_f32 itself, F16 the same FMAs in the same order on the
+// converted elements (so an F16 cache scores exactly as an F32 one holding the rounded values).
+template <class C>
+float dot_cache(const float* a, const typename C::T* b, int64_t n) {
+  if constexpr (std::is_same_v<typename C::T, float>) {
+    return dot_f32(a, b, n);
+  } else {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), C::load8(b + i + 8 * j), acc[j]);
+    }
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), C::load8(b + i), acc[0]);
+    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; ++i) sum += a[i] * C::load1(b + i);
+    return sum;
+  }
+}
+
 // Scores with the AVX2 dot; the softmax exactly as the scalar twin (std::exp, double sum); the
 // weighted sum of V adds p * v per element in the scalar order, 64 dimensions at a time kept
 // in registers.
-void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
-                    float* scores, float* out) {
+template <class C>
+void attention_head_as_f32(const float* q, const typename C::T* k_cache, const typename C::T* v_cache, int64_t n_pos,
+                           int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores,
+                           float* out) {
   float max_score = -INFINITY;
   for (int64_t j = 0; j < n_pos; ++j) {
-    scores[j] = dot_f32(q, k_cache + j * n_embd_kv + kv_off, head_dim) * kq_scale;
+    scores[j] = dot_cache<C>(q, k_cache + j * n_embd_kv + kv_off, head_dim) * kq_scale;
     max_score = std::max(max_score, scores[j]);
   }
   double sum = 0.0;
@@ -85,17 +127,31 @@ void attention_head(const float* q, const float* k_cache, const float* v_cache, 
     __m256 acc[kDims / 8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_pos; ++j) {
-      const float* v = v_cache + j * n_embd_kv + kv_off + d0;
+      const typename C::T* v = v_cache + j * n_embd_kv + kv_off + d0;
       const __m256 p = _mm256_set1_ps(scores[j]);
-      for (int k = 0; k < kDims / 8; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(p, _mm256_loadu_ps(v + 8 * k)));
+      for (int k = 0; k < kDims / 8; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(p, C::load8(v + 8 * k)));
     }
     for (int k = 0; k < kDims / 8; ++k) _mm256_storeu_ps(out + d0 + 8 * k, acc[k]);
   }
   for (int32_t d = d0; d < head_dim; ++d) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < n_pos; ++j) acc += scores[j] * v_cache[j * n_embd_kv + kv_off + d];
+    for (int64_t j = 0; j < n_pos; ++j) acc += scores[j] * C::load1(v_cache + j * n_embd_kv + kv_off + d);
     out[d] = acc;
   }
+}
+
+}  // namespace
+
+void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
+                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                    float* scores, float* out) {
+  attention_head_as_f32<F32Cache>(q, k_cache, v_cache, n_pos, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
+}
+
+void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
+                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        float* scores, float* out) {
+  attention_head_as_f32<F16Cache>(q, k_cache, v_cache, n_pos, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
 }
 
 // silu(a) * b with a vector exp: within a few ulp of the scalar twin's std::exp.

@@ -264,6 +264,7 @@ constinit const KernelSet kNeonKernels = {
     .rms_norm_row = neon::rms_norm_row,
     .rope_row = rope_row,
     .attention_head = neon::attention_head,
+    .attention_head_f16 = neon::attention_head_f16,
     .silu_mul = neon::silu_mul,
     .relu2_mul = neon::relu2_mul,
     .add = neon::add,

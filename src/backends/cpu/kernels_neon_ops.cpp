@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backends/cpu/kernels_neon.h"
+#include "core/fp16.h"
 
 namespace bitnet::cpu::neon {
 
@@ -55,15 +57,50 @@ void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* d
   for (; i < n; ++i) dst[i] = x[i] * scale * g[i];
 }
 
+namespace {
+
+// A cache element type read as floats, 4 at a time or one: F32 as stored, F16 through FCVTL
+// (exact).
+struct F32Cache {
+  using T = float;
+  static float32x4_t load4(const float* p) { return vld1q_f32(p); }
+  static float load1(const float* p) { return *p; }
+};
+struct F16Cache {
+  using T = uint16_t;
+  static float32x4_t load4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+  static float load1(const uint16_t* p) { return fp16_to_fp32(*p); }
+};
+
+// dot_f32 over a cache row: F32 is dot_f32 itself, F16 the same FMAs in the same order on the
+// converted elements (so an F16 cache scores exactly as an F32 one holding the rounded values).
+template <class C>
+float dot_cache(const float* a, const typename C::T* b, int64_t n) {
+  if constexpr (std::is_same_v<typename C::T, float>) {
+    return dot_f32(a, b, n);
+  } else {
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      for (int j = 0; j < 4; ++j) acc[j] = vfmaq_f32(acc[j], vld1q_f32(a + i + 4 * j), C::load4(b + i + 4 * j));
+    }
+    for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], vld1q_f32(a + i), C::load4(b + i));
+    float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+    for (; i < n; ++i) sum += a[i] * C::load1(b + i);
+    return sum;
+  }
+}
+
 // Scores with the NEON dot; the softmax exactly as the scalar twin (std::exp, double sum); the
 // weighted sum of V adds p * v per element in the scalar order (a multiply, then an add: no
 // fusion), 64 dimensions at a time kept in registers.
-void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
-                    float* scores, float* out) {
+template <class C>
+void attention_head_as_f32(const float* q, const typename C::T* k_cache, const typename C::T* v_cache, int64_t n_pos,
+                           int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores,
+                           float* out) {
   float max_score = -INFINITY;
   for (int64_t j = 0; j < n_pos; ++j) {
-    scores[j] = dot_f32(q, k_cache + j * n_embd_kv + kv_off, head_dim) * kq_scale;
+    scores[j] = dot_cache<C>(q, k_cache + j * n_embd_kv + kv_off, head_dim) * kq_scale;
     max_score = std::max(max_score, scores[j]);
   }
   double sum = 0.0;
@@ -79,17 +116,31 @@ void attention_head(const float* q, const float* k_cache, const float* v_cache, 
     float32x4_t acc[kDims / 4];
     for (auto& a : acc) a = vdupq_n_f32(0.0f);
     for (int64_t j = 0; j < n_pos; ++j) {
-      const float* v = v_cache + j * n_embd_kv + kv_off + d0;
+      const typename C::T* v = v_cache + j * n_embd_kv + kv_off + d0;
       const float32x4_t p = vdupq_n_f32(scores[j]);
-      for (int k = 0; k < kDims / 4; ++k) acc[k] = vaddq_f32(acc[k], vmulq_f32(p, vld1q_f32(v + 4 * k)));
+      for (int k = 0; k < kDims / 4; ++k) acc[k] = vaddq_f32(acc[k], vmulq_f32(p, C::load4(v + 4 * k)));
     }
     for (int k = 0; k < kDims / 4; ++k) vst1q_f32(out + d0 + 4 * k, acc[k]);
   }
   for (int32_t d = d0; d < head_dim; ++d) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < n_pos; ++j) acc += scores[j] * v_cache[j * n_embd_kv + kv_off + d];
+    for (int64_t j = 0; j < n_pos; ++j) acc += scores[j] * C::load1(v_cache + j * n_embd_kv + kv_off + d);
     out[d] = acc;
   }
+}
+
+}  // namespace
+
+void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
+                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                    float* scores, float* out) {
+  attention_head_as_f32<F32Cache>(q, k_cache, v_cache, n_pos, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
+}
+
+void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
+                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        float* scores, float* out) {
+  attention_head_as_f32<F16Cache>(q, k_cache, v_cache, n_pos, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
 }
 
 // silu(a) * b with a vector exp: within a few ulp of the scalar twin's std::exp.

@@ -97,6 +97,52 @@ int32_t group_dot(const uint8_t* codes, const int8_t* q) {
   return dot;
 }
 
+// A cache element read as a float: F32 as stored, F16 through the table (fp16_to_fp32).
+struct F32Load {
+  float operator()(float v) const { return v; }
+};
+struct F16Load {
+  const float* table = fp16_table();
+  float operator()(uint16_t h) const { return table[h]; }
+};
+
+// sum a[i] * load(b[i]) in 8 lanes, then pairwise, then the tail: dot_f32's order.
+template <class T, class Load>
+float dot_as_f32(const float* a, const T* b, int64_t n, Load load) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * load(b[i + j]);
+  }
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += a[i] * load(b[i]);
+  return sum;
+}
+
+// attention_head over a cache of T: one body for F32 and F16, so that an F16 cache gives the
+// F32 result on its rounded values bit for bit.
+template <class T, class Load>
+void attention_head_as_f32(const float* q, const T* k_cache, const T* v_cache, int64_t n_pos, int64_t n_embd_kv,
+                           int64_t kv_off, int32_t head_dim, float kq_scale, float* scores, float* out, Load load) {
+  float max_score = -INFINITY;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    scores[j] = dot_as_f32(q, k_cache + j * n_embd_kv + kv_off, head_dim, load) * kq_scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  std::fill_n(out, head_dim, 0.0f);
+  for (int64_t j = 0; j < n_pos; ++j) {
+    const float p = scores[j] * inv_sum;
+    const T* v = v_cache + j * n_embd_kv + kv_off;
+    for (int32_t d = 0; d < head_dim; ++d) out[d] += p * load(v[d]);
+  }
+}
+
 }  // namespace
 
 void dequantize_row(const CpuWeight& w, int64_t row, float* dst) {
@@ -179,18 +225,13 @@ void rope_row(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal
   }
 }
 
+void fp32_to_fp16_row(const float* x, int64_t n, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_fp16(x[i]);
+}
+
 namespace scalar {
 
-float dot_f32(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  }
-  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
+float dot_f32(const float* a, const float* b, int64_t n) { return dot_as_f32(a, b, n, F32Load{}); }
 
 void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
   switch (w.type) {
@@ -247,23 +288,13 @@ void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* d
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
                     int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
                     float* scores, float* out) {
-  float max_score = -INFINITY;
-  for (int64_t j = 0; j < n_pos; ++j) {
-    scores[j] = dot_f32(q, k_cache + j * n_embd_kv + kv_off, head_dim) * kq_scale;
-    max_score = std::max(max_score, scores[j]);
-  }
-  double sum = 0.0;
-  for (int64_t j = 0; j < n_pos; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  const float inv_sum = static_cast<float>(1.0 / sum);
-  std::fill_n(out, head_dim, 0.0f);
-  for (int64_t j = 0; j < n_pos; ++j) {
-    const float p = scores[j] * inv_sum;
-    const float* v = v_cache + j * n_embd_kv + kv_off;
-    for (int32_t d = 0; d < head_dim; ++d) out[d] += p * v[d];
-  }
+  attention_head_as_f32(q, k_cache, v_cache, n_pos, n_embd_kv, kv_off, head_dim, kq_scale, scores, out, F32Load{});
+}
+
+void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
+                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        float* scores, float* out) {
+  attention_head_as_f32(q, k_cache, v_cache, n_pos, n_embd_kv, kv_off, head_dim, kq_scale, scores, out, F16Load{});
 }
 
 void silu_mul(const float* a, const float* b, int64_t n, float* dst) {
@@ -293,6 +324,7 @@ constinit const KernelSet kScalarKernels = {
     .rms_norm_row = scalar::rms_norm_row,
     .rope_row = rope_row,
     .attention_head = scalar::attention_head,
+    .attention_head_f16 = scalar::attention_head_f16,
     .silu_mul = scalar::silu_mul,
     .relu2_mul = scalar::relu2_mul,
     .add = scalar::add,

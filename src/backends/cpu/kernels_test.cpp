@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backends/cpu/kernel_test_util.h"
+#include "core/fp16.h"
 #include "quant/quant.h"
 
 namespace bitnet::cpu {
@@ -151,6 +152,55 @@ TEST_P(FloatMatchesTwin, Attention) {
       expect_close(got, want, 1e-5, "attention head_dim " + std::to_string(head_dim) + " n_pos " + std::to_string(n_pos));
     }
   }
+}
+
+// An F16 cache: every set against the scalar twin on odd head sizes and positions, and each
+// set's F16 kernel equal, bit for bit, to its own F32 kernel on the rounded cache (the
+// elements are converted exactly and then used in the same operations).
+TEST_P(FloatMatchesTwin, AttentionF16) {
+  std::mt19937 rng(10);
+  for (int32_t head_dim : {8, 13, 64, 72, 128}) {
+    for (int64_t n_pos : {1, 5, 300}) {
+      const int64_t n_embd_kv = 2 * head_dim, kv_off = head_dim;
+      const auto q = random_floats(head_dim, rng);
+      const auto k = random_floats(n_pos * n_embd_kv, rng);
+      const auto v = random_floats(n_pos * n_embd_kv, rng);
+      std::vector<uint16_t> k16(k.size()), v16(v.size());
+      fp32_to_fp16_row(k.data(), static_cast<int64_t>(k.size()), k16.data());
+      fp32_to_fp16_row(v.data(), static_cast<int64_t>(v.size()), v16.data());
+      std::vector<float> k_rounded(k.size()), v_rounded(v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        k_rounded[i] = fp16_to_fp32(k16[i]);
+        v_rounded[i] = fp16_to_fp32(v16[i]);
+      }
+      std::vector<float> scores(static_cast<size_t>(n_pos)), want(static_cast<size_t>(head_dim)), got(want.size()),
+          same_set_f32(want.size());
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      const std::string what = "attention_f16 head_dim " + std::to_string(head_dim) + " n_pos " + std::to_string(n_pos);
+      scalar::attention_head(q.data(), k_rounded.data(), v_rounded.data(), n_pos, n_embd_kv, kv_off, head_dim, scale,
+                             scores.data(), want.data());
+      set().attention_head_f16(q.data(), k16.data(), v16.data(), n_pos, n_embd_kv, kv_off, head_dim, scale,
+                               scores.data(), got.data());
+      expect_close(got, want, 1e-5, what);
+      set().attention_head(q.data(), k_rounded.data(), v_rounded.data(), n_pos, n_embd_kv, kv_off, head_dim, scale,
+                           scores.data(), same_set_f32.data());
+      EXPECT_EQ(0, std::memcmp(got.data(), same_set_f32.data(), got.size() * sizeof(float))) << what;
+    }
+  }
+}
+
+// The rows kStoreKv writes: fp32_to_fp16 (round to nearest even) element by element.
+TEST(Fp16Rows, RoundToNearestEvenAsTheScalarConversion) {
+  std::mt19937 rng(11);
+  auto x = random_floats(1000, rng, 70000.0f);  // past 65504: some overflow to inf
+  x[0] = 1.0f + std::ldexp(1.0f, -11);      // a tie: rounds down to even 1.0
+  x[1] = 1.0f + 3 * std::ldexp(1.0f, -11);  // a tie: rounds up to even
+  x[2] = 1e-7f;                             // subnormal half
+  std::vector<uint16_t> got(x.size());
+  fp32_to_fp16_row(x.data(), static_cast<int64_t>(x.size()), got.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], fp32_to_fp16(x[i])) << i << ": " << x[i];
+  EXPECT_EQ(got[0], 0x3c00);
+  EXPECT_EQ(got[1], 0x3c02);
 }
 
 TEST_P(FloatMatchesTwin, GatedActivationsAndAdd) {

@@ -125,6 +125,7 @@ Status ClBackend::init_kv(const hal::KvShape& shape) {
   k_cache_.clear();
   v_cache_.clear();
   kv_ = shape;
+  kv_.type = hal::KvType::kF32;  // no F16 attention kernel yet: an F16 request gets F32 (stats().kv_type)
   if (shape.n_layer <= 0 || shape.n_ctx <= 0 || shape.n_embd_kv <= 0) return invalid_argument("empty KV cache shape");
   const size_t n_bytes = static_cast<size_t>(shape.n_ctx * shape.n_embd_kv) * sizeof(float);
   for (int32_t il = 0; il < shape.n_layer; ++il) {

@@ -148,6 +148,17 @@ struct Mlp {
   hal::WeightId emb, w1, w2;
 };
 
+// No F16 attention kernel yet: an F16 request is accepted and kept in F32, which stats() says
+// (the engine logs it; the backend itself does not).
+TEST(OpenclBackend, AnF16CacheRequestKeepsF32AndSaysSo) {
+  BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{});
+  const Mlp mlp(22);
+  ASSERT_TRUE(cl->load_weights(mlp.table.descs()).ok());
+  ASSERT_TRUE(cl->init_kv({1, 8, 16, hal::KvType::kF16}).ok());
+  EXPECT_EQ(cl->stats().kv_type, hal::KvType::kF32);
+  EXPECT_EQ(cl->stats().kv_bytes, 2u * 8 * 16 * 4);
+}
+
 TEST(OpenclBackend, PoolReusesBuffersAndReleaseScratchFreesThem) {
   BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{});
   const Mlp mlp(22);
@@ -162,6 +173,7 @@ TEST(OpenclBackend, PoolReusesBuffersAndReleaseScratchFreesThem) {
   EXPECT_GT(s1.pool_allocations, 0u);
   EXPECT_GT(s1.pool_bytes, 0u);
   EXPECT_EQ(s1.kv_bytes, 2u * 8 * 16 * 4);
+  EXPECT_EQ(s1.kv_type, hal::KvType::kF32);
   ASSERT_TRUE(cl->compute(g, tokens, y2).ok());
   const hal::BackendStats s2 = cl->stats();
   EXPECT_EQ(s2.pool_allocations, s1.pool_allocations);  // the same sizes again: all reused

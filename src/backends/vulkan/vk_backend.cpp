@@ -81,6 +81,7 @@ Status VulkanBackend::init_kv(const hal::KvShape& shape) {
   }
   BITNET_RETURN_IF_ERROR(ctx_->submit_and_wait(cb));
   kv_ = shape;
+  kv_.type = hal::KvType::kF32;  // no F16 attention shader yet: an F16 request gets F32 (stats().kv_type)
   return {};
 }
 

@@ -160,6 +160,15 @@ TEST(VulkanBackend, OutOfMemoryIsAStatusAndRecoverable) {
   EXPECT_LE(d.max_abs, 1e-5 * d.max_ref);
 }
 
+// No F16 attention shader yet: an F16 request is accepted and kept in F32, which stats() says
+// (the engine logs it; the backend itself does not).
+TEST(VulkanBackend, AnF16CacheRequestKeepsF32AndSaysSo) {
+  BITNET_VK_BACKEND_OR_SKIP(vk, VulkanOptions{});
+  ASSERT_TRUE(vk->init_kv({1, 16, 64, hal::KvType::kF16}).ok());
+  EXPECT_EQ(vk->stats().kv_type, hal::KvType::kF32);
+  EXPECT_EQ(vk->stats().kv_bytes, 2u * 16 * 64 * 4);
+}
+
 TEST(VulkanBackend, UnsupportedInputsAreClearErrors) {
   BITNET_VK_BACKEND_OR_SKIP(vk, VulkanOptions{});
   {

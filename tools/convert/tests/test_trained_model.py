@@ -53,7 +53,8 @@ def repack(src, dst, out_type):
 def engine_logits(model, ids):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "l.f32")
-        subprocess.run([CLI, "logits", "-m", model, "--ids", ",".join(map(str, ids)), "-o", out, "-t", "1"],
+        subprocess.run([CLI, "logits", "-m", model, "--ids", ",".join(map(str, ids)), "-o", out, "-t", "1",
+                        "--cache-type", "f32"],  # the references keep K and V in F32
                        check=True, capture_output=True)
         return np.fromfile(out, np.float32).reshape(len(ids), -1)
 

@@ -50,7 +50,8 @@ class ExportTest(unittest.TestCase):
             ids = ref["prompt_ids"] + ref["decode_ids"]
             want = np.fromfile(os.path.join(d, "m.ref-logits.f32"), np.float32).reshape(len(ids), -1)
             lf = os.path.join(d, "l.f32")
-            subprocess.run([CLI, "logits", "-m", out, "--ids", ",".join(map(str, ids)), "-o", lf],
+            subprocess.run([CLI, "logits", "-m", out, "--ids", ",".join(map(str, ids)), "-o", lf,
+                            "--cache-type", "f32"],  # the reference keeps K and V in F32
                            check=True, capture_output=True)
             got = np.fromfile(lf, np.float32).reshape(len(ids), -1)
             self.assertLess(np.abs(got - want).max(), 2e-2)
