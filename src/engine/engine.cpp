@@ -118,7 +118,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& opt
   impl->model = std::move(model).value();
   if (!options.head_type.empty()) BITNET_RETURN_IF_ERROR(requantize_head(*impl).with_context(path));
   auto tokenizer = Tokenizer::from_gguf(impl->file);
-  if (!tokenizer.ok()) return tokenizer.status().with_context(path);
+  if (!tokenizer.ok()) return tokenizer.status();  // it names the file
   impl->tokenizer = std::move(tokenizer).value();
   const ModelConfig& c = impl->model.config();
   if (impl->tokenizer->n_vocab() > c.n_vocab) {
