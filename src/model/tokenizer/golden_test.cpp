@@ -162,6 +162,29 @@ TEST(TokenizerGolden, Stories260K) {
   EXPECT_EQ(tok->decode(golden), std::string(" ") + kStory);
 }
 
+// SmolLM2's `smollm` pre-tokenizer (digits one by one, then GPT-2) and ChatML specials: the
+// ids llama.cpp fed its model for ../shared/golden/llamacpp/smollm2-*.
+TEST(TokenizerGolden, SmolLm2MatchesLlamaCpp) {
+  const std::string path = test::shared_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
+  auto tok = open_tokenizer(path);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_FALSE(tok->add_bos_default());
+  const auto text = golden_ids(test::shared_path("golden/llamacpp/smollm2-text.logits.txt"));
+  const auto chat = golden_ids(test::shared_path("golden/llamacpp/smollm2-chat.logits.txt"));
+  if (text.empty() || chat.empty()) GTEST_SKIP() << "missing smollm2-*.logits.txt";
+  const std::string prompt = "The three laws of thermodynamics are";
+  EXPECT_EQ(tok->encode(prompt, false, true), std::vector<int32_t>(text.begin(), text.begin() + 6));
+  // The continuation has a numbered list: "1." is two tokens, digits never merge.
+  const std::string whole = tok->decode(text);
+  EXPECT_EQ(tok->encode(whole, false, true), text);
+  const std::string chat_prompt =
+      "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+      "<|im_start|>user\nWhat is the capital of France? Answer in one sentence.<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  EXPECT_EQ(tok->encode(chat_prompt, false, true), std::vector<int32_t>(chat.begin(), chat.begin() + 42));
+}
+
 TEST(TokenizerGolden, TinyBitnetBpe) {
   const std::string path = test::shared_path("golden/llamacpp/tiny-bitnet-f32.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;

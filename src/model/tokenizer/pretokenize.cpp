@@ -16,6 +16,8 @@ Result<PreTokenizerConfig> parse_pre_tokenizer(std::string_view pre) {
   static constexpr std::array<std::string_view, 2> kLlama3Regex = {"dbrx", "smaug-bpe"};
   static constexpr std::array<std::string_view, 9> kGpt2 = {
       "gpt-2", "phi-2", "gigachat", "a.x-4.0", "mellum", "modern-bert", "exaone4", "mpt", "olmo"};
+  static constexpr std::array<std::string_view, 7> kDigitsThenGpt2 = {
+      "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"};
   const auto in = [&](const auto& names) {
     for (std::string_view n : names) {
       if (n == pre) return true;
@@ -25,9 +27,10 @@ Result<PreTokenizerConfig> parse_pre_tokenizer(std::string_view pre) {
   if (in(kLlama3)) return PreTokenizerConfig{PreTokenizer::kLlama3, true, true};
   if (in(kLlama3Regex)) return PreTokenizerConfig{PreTokenizer::kLlama3, false, false};
   if (in(kGpt2)) return PreTokenizerConfig{PreTokenizer::kGpt2, false, false};
+  if (in(kDigitsThenGpt2)) return PreTokenizerConfig{PreTokenizer::kDigitsThenGpt2, false, false};
   if (pre.empty() || pre == "default") return PreTokenizerConfig{};
   return unsupported("BPE pre-tokenizer '" + std::string(pre) +
-                     "' is not supported (supported: llama-bpe and its aliases, gpt-2, default)");
+                     "' is not supported (supported: llama-bpe, gpt-2, smollm and their aliases, default)");
 }
 
 namespace {
@@ -184,6 +187,18 @@ void split_runs(Chunk& c, InClass in_class) {
   }
 }
 
+// \p{N}: every number code point a word of its own; gaps are words too.
+template <class IsNumber>
+void split_each(Chunk& c, IsNumber is_number) {
+  for (size_t pos = c.begin; pos < c.end; ++pos) {
+    if (is_number(pos)) {
+      c.emit(pos);
+      c.emit(pos + 1);
+    }
+  }
+  c.emit(c.end);
+}
+
 // [0-9][0-9][0-9], leftmost non-overlapping matches; gaps are words too.
 void split_digit_triples(Chunk& c) {
   const auto digit = [&](size_t i) { return i < c.end && c.cpts[i] >= '0' && c.cpts[i] <= '9'; };
@@ -245,6 +260,12 @@ void pretokenize(PreTokenizer pre, std::string_view text, std::vector<std::strin
       lengths = resplit(cpts, flags, lengths, split_llama3);
       break;
     case PreTokenizer::kGpt2:
+      lengths = resplit(cpts, flags, lengths, split_gpt2);
+      break;
+    case PreTokenizer::kDigitsThenGpt2:
+      lengths = resplit(cpts, flags, lengths, [&](Chunk& c) {
+        split_each(c, [&](size_t i) { return is_default_number(cpts[i], flags[i]); });
+      });
       lengths = resplit(cpts, flags, lengths, split_gpt2);
       break;
     case PreTokenizer::kDefault:

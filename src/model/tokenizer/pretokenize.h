@@ -18,6 +18,9 @@ enum class PreTokenizer {
   kLlama3,
   // GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
   kGpt2,
+  // \p{N} (every number on its own), then GPT-2 within the pieces: llama.cpp's pre type for
+  // "smollm" (SmolLM2), "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva".
+  kDigitsThenGpt2,
   // llama.cpp's fallback for "default" or a missing pre: [\p{P}\$\+<=>\^~\|]+, then GPT-2,
   // then \p{N}+, then [0-9][0-9][0-9], each splitting the pieces of the one before.
   kDefault,
@@ -29,7 +32,7 @@ struct PreTokenizerConfig {
   bool add_bos = false;        // llama.cpp's add_bos default for this pre
 };
 
-// tokenizer.ggml.pre -> pre-tokenizer, with llama.cpp's names for the three families above;
+// tokenizer.ggml.pre -> pre-tokenizer, with llama.cpp's names for the families above;
 // an empty name is "default". Other names are kUnsupported.
 Result<PreTokenizerConfig> parse_pre_tokenizer(std::string_view pre);
 

@@ -46,6 +46,14 @@ TEST(Pretokenize, Gpt2) {
   EXPECT_EQ(s("x\n\n"), (Words{"x", "\n\n"}));
 }
 
+TEST(Pretokenize, DigitsThenGpt2) {
+  const auto s = [](std::string_view t) { return split(PreTokenizer::kDigitsThenGpt2, t); };
+  // Every number on its own first (\p{N}, non-ASCII numbers too), then GPT-2 in the gaps.
+  EXPECT_EQ(s("Hello world's 1234"), (Words{"Hello", " world", "'s", " ", "1", "2", "3", "4"}));
+  EXPECT_EQ(s("1. Energy"), (Words{"1", ".", " Energy"}));
+  EXPECT_EQ(s("x\xD9\xA3y"), (Words{"x", "\xD9\xA3", "y"}));  // U+0663 ARABIC-INDIC DIGIT THREE
+}
+
 TEST(Pretokenize, Default) {
   const auto s = [](std::string_view t) { return split(PreTokenizer::kDefault, t); };
   // Punctuation runs split first, then GPT-2, then digit runs, then ASCII digit triples.
@@ -58,6 +66,8 @@ TEST(Pretokenize, ParsesNames) {
   EXPECT_EQ(parse_pre_tokenizer("llama-bpe")->split, PreTokenizer::kLlama3);
   EXPECT_TRUE(parse_pre_tokenizer("llama-bpe")->ignore_merges);
   EXPECT_EQ(parse_pre_tokenizer("gpt-2")->split, PreTokenizer::kGpt2);
+  EXPECT_EQ(parse_pre_tokenizer("smollm")->split, PreTokenizer::kDigitsThenGpt2);
+  EXPECT_FALSE(parse_pre_tokenizer("smollm")->add_bos);
   EXPECT_EQ(parse_pre_tokenizer("")->split, PreTokenizer::kDefault);
   const auto bad = parse_pre_tokenizer("qwen2");
   ASSERT_FALSE(bad.ok());
