@@ -22,14 +22,22 @@ using DotFn = float (*)(const float* a, const float* b, int64_t n);
 void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens, float* y,
                             int64_t r0, int64_t r1, DotFn dot);
 
-// Q6_K rows against Q8_K activations, as llama.cpp computes them (ggml_vec_dot_q6_K_q8_K): each
-// token's x is quantized to Q8_K (quant/q8_k.h) into the calling thread's scratch, then
-// y[t][r] = row_dot(n_cols, row r, Q8_K of token t). n_cols a multiple of 256. Every set routes
-// Q6_K here (the scalar twin and matmul_float_by_blocks with quant::vec_dot_q6_K_q8_K, SIMD
-// sets with their own row_dot), so every set has llama.cpp's numerics for a Q6_K head.
-using Q6KDotFn = float (*)(int64_t n, const uint8_t* w, const uint8_t* a);
-void matmul_q6_K_q8_K(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
-                      int64_t r1, Q6KDotFn row_dot);
+// Weights dotted against quantized activations, as llama.cpp computes them
+// (ggml_vec_dot_<type>_<vec_dot_type>): Q4_0 against Q8_0, Q4_1 against Q8_1, Q4_K, Q5_K and
+// Q6_K against Q8_K (quant::vec_dot_type). Each token's x is quantized to the activation type
+// into the calling thread's scratch (grown once, no allocation per call), then
+// y[t][r] = row_dot(n_cols, row r, activations of token t). Every set routes these types here
+// (matmul_float_by_blocks with the scalar twin's row dot, ggml's generic one; SIMD sets with
+// their own row_dot for the types they speed up), so every set has llama.cpp's numerics.
+using QuantDotFn = float (*)(int64_t n, const uint8_t* w, const uint8_t* a);
+QuantDotFn reference_row_dot(GgmlType type);  // ggml's generic vec_dot; null for other types
+void matmul_quantized_act(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                          int64_t r1, QuantDotFn row_dot);
+using Q6KDotFn = QuantDotFn;
+inline void matmul_q6_K_q8_K(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                             int64_t r1, QuantDotFn row_dot) {
+  matmul_quantized_act(w, x, n_tokens, y, r0, r1, row_dot);
+}
 
 // Portable rope (every set uses it: its cost is the sines and cosines, computed once per row
 // for all heads with llama.cpp's float theta recurrence).

@@ -4,13 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
 #include "core/check.h"
 #include "core/fp16.h"
 #include "quant/act_quant.h"
+#include "quant/q4_k_q5_k.h"
+#include "quant/q4_q5.h"
 #include "quant/q6_k.h"
+#include "quant/q8_0.h"
 #include "quant/q8_k.h"
 #include "quant/quant.h"
 
@@ -156,17 +160,52 @@ void dequantize_row(const CpuWeight& w, int64_t row, float* dst) {
   BITNET_CHECK(s.ok());  // sizes were validated when the weight was prepared
 }
 
-void matmul_q6_K_q8_K(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
-                      int64_t r1, Q6KDotFn row_dot) {
-  BITNET_CHECK(w.type == GgmlType::kQ6_K && w.n_cols % 256 == 0);
-  const int64_t n_blocks = w.n_cols / 256;
-  const int64_t a_row_bytes = n_blocks * quant::kQ8_KBlockBytes;
+namespace {
+
+// The activation format of a quantized-activation dot: elements and bytes per block and ggml's
+// reference quantizer of one block.
+struct ActFormat {
+  int64_t block;
+  int64_t bytes;
+  void (*quantize_block)(const float* x, uint8_t* dst);
+};
+
+std::optional<ActFormat> act_format(GgmlType weight_type) {
+  const std::optional<GgmlType> a = quant::vec_dot_type(weight_type);
+  if (!a || weight_type == GgmlType::kQ8_0) return std::nullopt;  // Q8_0 stays a float matmul
+  switch (*a) {
+    case GgmlType::kQ8_0: return ActFormat{32, 34, quant::q8_0_quantize_block};
+    case GgmlType::kQ8_1: return ActFormat{32, 36, quant::q8_1_quantize_block};
+    case GgmlType::kQ8_K: return ActFormat{256, quant::kQ8_KBlockBytes, quant::q8_K_quantize_block};
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+QuantDotFn reference_row_dot(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return quant::vec_dot_q4_0_q8_0;
+    case GgmlType::kQ4_1: return quant::vec_dot_q4_1_q8_1;
+    case GgmlType::kQ4_K: return quant::vec_dot_q4_K_q8_K;
+    case GgmlType::kQ5_K: return quant::vec_dot_q5_K_q8_K;
+    case GgmlType::kQ6_K: return quant::vec_dot_q6_K_q8_K;
+    default: return nullptr;
+  }
+}
+
+void matmul_quantized_act(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                          int64_t r1, QuantDotFn row_dot) {
+  const std::optional<ActFormat> f = act_format(w.type);
+  BITNET_CHECK(f.has_value() && w.n_cols % f->block == 0);
+  const int64_t n_blocks = w.n_cols / f->block;
+  const int64_t a_row_bytes = n_blocks * f->bytes;
   // Grown once per thread to the largest batch it meets; no allocation per call after that.
   thread_local std::vector<uint8_t> act;
   if (act.size() < static_cast<size_t>(n_tokens * a_row_bytes)) act.resize(static_cast<size_t>(n_tokens * a_row_bytes));
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t b = 0; b < n_blocks; ++b) {
-      quant::q8_K_quantize_block(x + t * w.n_cols + b * 256, act.data() + t * a_row_bytes + b * quant::kQ8_KBlockBytes);
+      f->quantize_block(x + t * w.n_cols + b * f->block, act.data() + t * a_row_bytes + b * f->bytes);
     }
   }
   for (int64_t r = r0; r < r1; ++r) {
@@ -177,7 +216,9 @@ void matmul_q6_K_q8_K(const CpuWeight& w, const float* x, int64_t n_tokens, floa
 
 void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens, float* y,
                             int64_t r0, int64_t r1, DotFn dot) {
-  if (w.type == GgmlType::kQ6_K) return matmul_q6_K_q8_K(w, x, n_tokens, y, r0, r1, quant::vec_dot_q6_K_q8_K);
+  if (const QuantDotFn row_dot = reference_row_dot(w.type); row_dot != nullptr) {
+    return matmul_quantized_act(w, x, n_tokens, y, r0, r1, row_dot);
+  }
   constexpr int64_t kChunk = 256;  // the K-quant block; a multiple of every other float block
   const auto traits = ggml_type_traits(static_cast<uint32_t>(w.type));
   BITNET_CHECK(traits.has_value() && traits->block_elems <= kChunk);

@@ -56,9 +56,10 @@ TEST_P(FloatMatmul, ScalarMatchesDoubleReferenceOfDequantizedWeights) {
       double ref = 0.0;
       for (int64_t k = 0; k < n_cols; ++k) ref += static_cast<double>(deq[static_cast<size_t>(r * n_cols + k)]) * x[static_cast<size_t>(t * n_cols + k)];
       double tol = 1e-4 * (1.0 + std::abs(ref));
-      if (type == GgmlType::kQ6_K) {
-        // Q6_K meets 8-bit activations (Q8_K), as in llama.cpp: each activation moves by at most
-        // half a step of max|x| / 127, so the dot by at most that times sum |w|.
+      if (reference_row_dot(type) != nullptr) {
+        // Q4_0, Q6_K, ... meet 8-bit activations (Q8_0/Q8_K), as in llama.cpp: each activation
+        // moves by at most half a step of its block's max|x| / 127 <= the row's, so the dot by
+        // at most that times sum |w|.
         double max_x = 0.0, sum_w = 0.0;
         for (int64_t k = 0; k < n_cols; ++k) {
           max_x = std::max(max_x, std::abs(static_cast<double>(x[static_cast<size_t>(t * n_cols + k)])));
@@ -71,30 +72,35 @@ TEST_P(FloatMatmul, ScalarMatchesDoubleReferenceOfDequantizedWeights) {
   }
 }
 
-// The scalar twin's Q6_K matmul is ggml's generic vec_dot_q6_K_q8_K on Q8_K activations, bit for bit.
-TEST(FloatMatmul, Q6_KIsLlamaCppDotOnQ8_KActivations) {
+// The scalar twin's Q4_0 / Q4_1 / Q4_K / Q5_K / Q6_K matmul is ggml's generic vec_dot on the
+// activations quantized to the type's vec_dot_type, bit for bit.
+TEST(FloatMatmul, QuantizedTypesAreLlamaCppDotOnQuantizedActivations) {
   std::mt19937 rng(4);
-  const int64_t n_cols = 512, n_rows = 5, n_tokens = 3;
-  const auto file = float_file(GgmlType::kQ6_K, n_cols, n_rows, rng);
-  const CpuWeight w = test::prepare(file, 1);
-  const auto x = random_floats(n_cols * n_tokens, rng);
-  std::vector<float> y(static_cast<size_t>(n_rows * n_tokens));
-  scalar::matmul_float(w, x.data(), n_tokens, y.data(), 0, n_rows);
-  const auto row_bytes = static_cast<size_t>(w.row_bytes);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    auto a = quant::quantize(GgmlType::kQ8_K, x.data() + t * n_cols, 1, n_cols);
-    ASSERT_TRUE(a.ok()) << a.status().to_string();
-    for (int64_t r = 0; r < n_rows; ++r) {
-      auto want = quant::vec_dot(GgmlType::kQ6_K, std::span(file.bytes).subspan(r * row_bytes, row_bytes), *a, n_cols);
-      ASSERT_TRUE(want.ok()) << want.status().to_string();
-      EXPECT_EQ(y[static_cast<size_t>(t * n_rows + r)], *want) << "row " << r << " token " << t;
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    const int64_t n_cols = 512, n_rows = 5, n_tokens = 3;
+    const auto file = float_file(type, n_cols, n_rows, rng);
+    const CpuWeight w = test::prepare(file, 1);
+    const auto x = random_floats(n_cols * n_tokens, rng);
+    std::vector<float> y(static_cast<size_t>(n_rows * n_tokens));
+    scalar::matmul_float(w, x.data(), n_tokens, y.data(), 0, n_rows);
+    const auto row_bytes = static_cast<size_t>(w.row_bytes);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      auto a = quant::quantize(*quant::vec_dot_type(type), x.data() + t * n_cols, 1, n_cols);
+      ASSERT_TRUE(a.ok()) << a.status().to_string();
+      for (int64_t r = 0; r < n_rows; ++r) {
+        auto want = quant::vec_dot(type, std::span(file.bytes).subspan(r * row_bytes, row_bytes), *a, n_cols);
+        ASSERT_TRUE(want.ok()) << want.status().to_string();
+        EXPECT_EQ(y[static_cast<size_t>(t * n_rows + r)], *want) << "row " << r << " token " << t;
+      }
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, FloatMatmul,
                          testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                                         GgmlType::kQ6_K, GgmlType::kQ4_0));
+                                         GgmlType::kQ6_K, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
+                                         GgmlType::kQ5_K, GgmlType::kQ5_0));
 
 // Every set's float matmul against the scalar twin, on odd shapes and thread-split ranges.
 class FloatMatchesTwin : public EverySet {};
