@@ -33,11 +33,7 @@ using QuantDotFn = float (*)(int64_t n, const uint8_t* w, const uint8_t* a);
 QuantDotFn reference_row_dot(GgmlType type);  // ggml's generic vec_dot; null for other types
 void matmul_quantized_act(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                           int64_t r1, QuantDotFn row_dot);
-using Q6KDotFn = QuantDotFn;
-inline void matmul_q6_K_q8_K(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
-                             int64_t r1, QuantDotFn row_dot) {
-  matmul_quantized_act(w, x, n_tokens, y, r0, r1, row_dot);
-}
+
 
 // Portable rope (every set uses it: its cost is the sines and cosines, computed once per row
 // for all heads with llama.cpp's float theta recurrence).

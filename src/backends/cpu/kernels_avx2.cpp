@@ -9,16 +9,11 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
-#include "core/check.h"
+#include "backends/cpu/kernels_ternary_driver.h"
 
 namespace bitnet::cpu::avx2 {
 
 namespace {
-
-constexpr int kTileTokens = 8;  // tokens per prefill tile: one int32 lane each after reduction
-// Codes per cache block of row groups (prefill): a block stays in L2 while every token tile
-// passes over it, so the weights come from memory once per matmul, not once per tile.
-constexpr int64_t kBlockCodeBytes = 256 << 10;
 
 // The four activation slices of one 128-column group: a[k] holds columns 32k .. 32k+31, which
 // meet the 2-bit field k of the group's code bytes (bits 7-6 for k = 0 ... bits 1-0 for k = 3).
@@ -88,20 +83,11 @@ __m256i hsum8(const __m256i a[8]) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
-// The shape of a repacked ternary weight, in groups and blocks.
-struct TernaryShape {
-  int64_t n_groups;      // 128-column groups per row
-  int64_t block_groups;  // groups per scale block
-  int64_t n_blocks;      // scale blocks per row
-  explicit TernaryShape(const CpuWeight& w)
-      : n_groups(w.n_cols / kGroupCols),
-        block_groups(w.ternary.scale_block / kGroupCols),
-        n_blocks(n_groups / block_groups) {}
-};
-
 // Decode: token t, the 4 rows of row group rg. One pass over the group's codes; each
-// activation slice is loaded once for the 4 rows. Returns the 4 outputs.
-__m128 gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg) {
+// activation slice is loaded once for the 4 rows. Returns the 4 outputs. Inlined by force: GCC
+// would call it once per row group from the shared decode loop, which costs a few percent.
+[[gnu::always_inline]] inline __m128 gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x,
+                                                     int64_t t, int64_t rg) {
   const int8_t* q = x.q + t * w.n_cols;
   const uint8_t* codes = w.ternary.packed.data() + rg * sh.n_groups * kTernaryRows * kGroupBytes;
   const float* scales = w.ternary.scales.data() + rg * sh.n_blocks * kTernaryRows;
@@ -125,18 +111,6 @@ __m128 gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& 
     acc = _mm_add_ps(acc, _mm_mul_ps(_mm_div_ps(d, s), _mm_loadu_ps(scales + b * kTernaryRows)));
   }
   return acc;
-}
-
-void gemv(const CpuWeight& w, const Q8Rows& x, int64_t t, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  for (int64_t rg = r0 / kTernaryRows; rg * kTernaryRows < r1; ++rg) {
-    alignas(16) float out[kTernaryRows];
-    _mm_store_ps(out, gemv_row_group(w, sh, x, t, rg));
-    // A range may start or end inside a row group: keep only its rows.
-    for (int64_t r = std::max(r0, rg * kTernaryRows); r < std::min(r1, (rg + 1) * kTernaryRows); ++r) {
-      y[t * w.n_rows + r] = out[r % kTernaryRows];
-    }
-  }
 }
 
 // Prefill: one row against T tokens (t0 .. t0+T-1); each group's codes are unpacked once and
@@ -173,22 +147,21 @@ void gemm_row(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64
   for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[j];
 }
 
-using TileFn = void (*)(const CpuWeight&, const TernaryShape&, const Q8Rows&, int64_t, int64_t, float*);
-constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,     gemm_row<1>, gemm_row<2>, gemm_row<3>, gemm_row<4>,
-                                            gemm_row<5>, gemm_row<6>, gemm_row<7>, gemm_row<8>};
-
-void gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  const int64_t group_bytes = sh.n_groups * kTernaryRows * kGroupBytes;  // codes of one row group
-  const int64_t block_rows = kTernaryRows * std::max<int64_t>(1, kBlockCodeBytes / group_bytes);
-  for (int64_t rb = r0; rb < r1; rb += block_rows) {
-    const int64_t rb_end = std::min(r1, rb + block_rows);
-    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
-      const TileFn tile = kTiles[std::min<int64_t>(kTileTokens, x.n_tokens - t0)];
-      for (int64_t r = rb; r < rb_end; ++r) tile(w, sh, x, t0, r, y);
-    }
+// The kernel as the shared drivers call it (kernels_ternary_driver.h).
+struct W2A8 {
+  static constexpr int kRows = kTernaryRows;
+  // A cache block of row groups stays in L2 while every token tile passes over it.
+  static constexpr int64_t kBlockCodeBytes = 256 << 10;
+  static void row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg,
+                        float* out) {
+    _mm_store_ps(out, gemv_row_group(w, sh, x, t, rg));
   }
-}
+  template <int T>
+  static void tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
+                   float* y) {
+    for (int64_t r = ra; r < rb; ++r) gemm_row<T>(w, sh, x, t0, r, y);
+  }
+};
 
 // One activation as quant::act_quant_i8 rounds and clamps it (NaN -> 0).
 int8_t quantize_one(float x, float s) {
@@ -223,9 +196,7 @@ float max_abs(const float* x, int64_t n) {
 }  // namespace
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  BITNET_CHECK(w.ternary.rows_per_group == kTernaryRows);
-  if (x.n_tokens == 1) return gemv(w, x, 0, y, r0, r1);
-  gemm(w, x, y, r0, r1);
+  ternary_matmul<W2A8>(w, x, y, r0, r1);
 }
 
 float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum, int64_t group_sum_stride) {

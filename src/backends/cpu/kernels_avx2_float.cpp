@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
+#include "backends/cpu/kernels_float_driver.h"
 
 namespace bitnet::cpu::avx2 {
 
@@ -177,21 +178,6 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc);
 }
 
-template <class Tiles, int R, int T>
-void tile_rows(const CpuWeight& w, const float* x, int64_t t, float* y, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + R <= r1; r += R) Tiles::template tile<R, T>(w, x, t, r, y);
-  for (; r < r1; ++r) Tiles::template tile<1, T>(w, x, t, r, y);
-}
-
-// Decode streams 8 rows at once; prefill takes tiles of 4 rows x 2 tokens.
-template <class Tiles>
-void matmul_tiles(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
-  int64_t t = 0;
-  for (; t + 2 <= n_tokens; t += 2) tile_rows<Tiles, 4, 2>(w, x, t, y, r0, r1);
-  if (t < n_tokens) tile_rows<Tiles, 8, 1>(w, x, t, y, r0, r1);
-}
-
 }  // namespace
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -214,7 +200,7 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
     case GgmlType::kF16: return matmul_tiles<PlainTiles<F16Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kBF16: return matmul_tiles<PlainTiles<BF16Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kQ8_0: return matmul_tiles<Q8_0Tiles>(w, x, n_tokens, y, r0, r1);
-    case GgmlType::kQ6_K: return matmul_q6_K_q8_K(w, x, n_tokens, y, r0, r1, dot_q6_K_q8_K);
+    case GgmlType::kQ6_K: return matmul_quantized_act(w, x, n_tokens, y, r0, r1, dot_q6_K_q8_K);
     default: return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);
   }
 }

@@ -20,7 +20,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
-#include "core/check.h"
+#include "backends/cpu/kernels_ternary_driver.h"
 
 namespace bitnet::cpu::avx512vnni {
 
@@ -28,24 +28,9 @@ namespace {
 
 constexpr int kRows = avx2::kTernaryRows;
 
-// Tokens per prefill tile: their accumulators (2 per token) take 16 of the 32 zmm registers,
-// and 16 independent product chains hide vpdpbusd's latency.
-constexpr int kTileTokens = 8;
-
-// Codes per cache block of row groups (prefill): a block stays in L2 (1 MiB on Zen 4/5) while
-// every token tile passes over it, so the weights come from memory once per matmul.
-constexpr int64_t kBlockCodeBytes = 256 << 10;
-
-// The shape of a repacked ternary weight, in groups and blocks.
-struct TernaryShape {
-  int64_t n_groups;      // 128-column groups per row
-  int64_t block_groups;  // groups per scale block
-  int64_t n_blocks;      // scale blocks per row
-  explicit TernaryShape(const CpuWeight& w)
-      : n_groups(w.n_cols / kGroupCols),
-        block_groups(w.ternary.scale_block / kGroupCols),
-        n_blocks(n_groups / block_groups) {}
-};
+// Tokens per prefill tile (kTileTokens, 8): their accumulators (2 per token) take 16 of the 32
+// zmm registers, and 16 independent product chains hide vpdpbusd's latency.
+static_assert(kTileTokens == 8);
 
 // {sum of a[0], ..., sum of a[3]}.
 __m128i hsum4(const __m256i a[4]) {
@@ -99,16 +84,6 @@ __m128 row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, in
     acc = _mm_add_ps(acc, _mm_mul_ps(_mm_div_ps(d, s), _mm_loadu_ps(scales + b * kRows)));
   }
   return acc;
-}
-
-void gemv(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  for (int64_t rg = r0 / kRows; rg * kRows < r1; ++rg) {
-    alignas(16) float out[kRows];
-    _mm_store_ps(out, row_group(w, sh, x, 0, rg));
-    // A range may start or end inside a row group: keep only its rows.
-    for (int64_t r = std::max(r0, rg * kRows); r < std::min(r1, (rg + 1) * kRows); ++r) y[r] = out[r % kRows];
-  }
 }
 
 // The lane sums of a tile's accumulators: dot[j][h] holds token j's lanes of rows 2h (lanes
@@ -189,36 +164,28 @@ void gemm_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x,
   }
 }
 
-using TileFn = void (*)(const CpuWeight&, const TernaryShape&, const Q8Rows&, int64_t, int64_t, float*, int64_t,
-                        int64_t);
-constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,
-                                            gemm_row_group<1>,
-                                            gemm_row_group<2>,
-                                            gemm_row_group<3>,
-                                            gemm_row_group<4>,
-                                            gemm_row_group<5>,
-                                            gemm_row_group<6>,
-                                            gemm_row_group<7>,
-                                            gemm_row_group<8>};
-
-void gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  const int64_t rg_end = (r1 + kRows - 1) / kRows;
-  const int64_t block = std::max<int64_t>(1, kBlockCodeBytes / (sh.n_groups * kRows * kGroupBytes));
-  for (int64_t rb = r0 / kRows; rb < rg_end; rb += block) {
-    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
-      const TileFn tile = kTiles[std::min<int64_t>(kTileTokens, x.n_tokens - t0)];
-      for (int64_t rg = rb; rg < std::min(rg_end, rb + block); ++rg) tile(w, sh, x, t0, rg, y, r0, r1);
-    }
+// The kernel as the shared drivers call it (kernels_ternary_driver.h).
+struct W2A8 {
+  static constexpr int kRows = avx2::kTernaryRows;
+  // A cache block of row groups stays in L2 (1 MiB on Zen 4/5) while every token tile passes
+  // over it.
+  static constexpr int64_t kBlockCodeBytes = 256 << 10;
+  static void row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg,
+                        float* out) {
+    _mm_store_ps(out, avx512vnni::row_group(w, sh, x, t, rg));
   }
-}
+  // Rows [ra, rb) a row group at a time; a block cuts a row group only at r0 or r1.
+  template <int T>
+  static void tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
+                   float* y) {
+    for (int64_t rg = ra / kRows; rg * kRows < rb; ++rg) gemm_row_group<T>(w, sh, x, t0, rg, y, ra, rb);
+  }
+};
 
 }  // namespace
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  BITNET_CHECK(w.ternary.rows_per_group == kRows);
-  if (x.n_tokens == 1) return gemv(w, x, y, r0, r1);
-  gemm(w, x, y, r0, r1);
+  ternary_matmul<W2A8>(w, x, y, r0, r1);
 }
 
 }  // namespace bitnet::cpu::avx512vnni

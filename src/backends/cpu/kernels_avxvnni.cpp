@@ -12,29 +12,13 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
-#include "core/check.h"
+#include "backends/cpu/kernels_ternary_driver.h"
 
 namespace bitnet::cpu::avxvnni {
 
 namespace {
 
 constexpr int kRows = avx2::kTernaryRows;
-constexpr int kTileTokens = 8;  // tokens per prefill tile: one int32 lane each after reduction
-// Codes per cache block of row groups (prefill): a block stays in L2 while every token tile
-// passes over it, so the weights come from memory once per matmul, not once per tile.
-constexpr int64_t kBlockCodeBytes = 256 << 10;
-
-// The shape of a repacked ternary weight, in groups and blocks.
-struct TernaryShape {
-  int64_t n_groups;      // 128-column groups per row
-  int64_t block_groups;  // groups per scale block
-  int64_t n_blocks;      // scale blocks per row
-  explicit TernaryShape(const CpuWeight& w)
-      : n_groups(w.n_cols / kGroupCols),
-        block_groups(w.ternary.scale_block / kGroupCols),
-        n_blocks(n_groups / block_groups) {}
-};
-
 // {sum of a[0], ..., sum of a[3]}.
 __m128i hsum4(const __m256i a[4]) {
   const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
@@ -88,16 +72,6 @@ __m128 row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, in
   return acc;
 }
 
-void gemv(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  for (int64_t rg = r0 / kRows; rg * kRows < r1; ++rg) {
-    alignas(16) float out[kRows];
-    _mm_store_ps(out, row_group(w, sh, x, 0, rg));
-    // A range may start or end inside a row group: keep only its rows.
-    for (int64_t r = std::max(r0, rg * kRows); r < std::min(r1, (rg + 1) * kRows); ++r) y[r] = out[r % kRows];
-  }
-}
-
 // Lane t: the activation sum of token t0 + t over groups [g0, g1) (8 tokens from t0 exist:
 // kTokenPad). Summed apart from the dot products, whose loop needs every register.
 __m256i block_sums(const Q8Rows& x, int64_t t0, int64_t g0, int64_t g1) {
@@ -144,28 +118,26 @@ void gemm_row(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64
   for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[j];
 }
 
-using TileFn = void (*)(const CpuWeight&, const TernaryShape&, const Q8Rows&, int64_t, int64_t, float*);
-constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,     gemm_row<1>, gemm_row<2>, gemm_row<3>, gemm_row<4>,
-                                            gemm_row<5>, gemm_row<6>, gemm_row<7>, gemm_row<8>};
-
-void gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  const int64_t block_rows = kRows * std::max<int64_t>(1, kBlockCodeBytes / (sh.n_groups * kRows * kGroupBytes));
-  for (int64_t rb = r0; rb < r1; rb += block_rows) {
-    const int64_t rb_end = std::min(r1, rb + block_rows);
-    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
-      const TileFn tile = kTiles[std::min<int64_t>(kTileTokens, x.n_tokens - t0)];
-      for (int64_t r = rb; r < rb_end; ++r) tile(w, sh, x, t0, r, y);
-    }
+// The kernel as the shared drivers call it (kernels_ternary_driver.h).
+struct W2A8 {
+  static constexpr int kRows = avx2::kTernaryRows;
+  // A cache block of row groups stays in L2 while every token tile passes over it.
+  static constexpr int64_t kBlockCodeBytes = 256 << 10;
+  static void row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg,
+                        float* out) {
+    _mm_store_ps(out, avxvnni::row_group(w, sh, x, t, rg));
   }
-}
+  template <int T>
+  static void tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
+                   float* y) {
+    for (int64_t r = ra; r < rb; ++r) gemm_row<T>(w, sh, x, t0, r, y);
+  }
+};
 
 }  // namespace
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  BITNET_CHECK(w.ternary.rows_per_group == kRows);
-  if (x.n_tokens == 1) return gemv(w, x, y, r0, r1);
-  gemm(w, x, y, r0, r1);
+  ternary_matmul<W2A8>(w, x, y, r0, r1);
 }
 
 }  // namespace bitnet::cpu::avxvnni

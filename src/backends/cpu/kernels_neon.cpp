@@ -12,17 +12,13 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_neon.h"
-#include "core/check.h"
+#include "backends/cpu/kernels_ternary_driver.h"
 
 namespace bitnet::cpu::neon {
 
 namespace {
 
 constexpr int kRows = kTernaryRows;
-constexpr int kTileTokens = 8;  // tokens per prefill tile: two float32x4 of outputs
-// Codes per cache block of row groups (prefill): small enough for the L2 of small cores
-// (256 KiB and up) next to a tile's activations.
-constexpr int64_t kBlockCodeBytes = 128 << 10;
 
 // Groups whose products are summed in int16 lanes before widening. A lane of one output's
 // int16 sum takes 16 products per group (4 fields x 2 halves x low/high 8 bytes), each
@@ -74,20 +70,11 @@ int16x8_t add_group_dot(int16x8_t dot16, const GroupCodes& w, const GroupActs& x
   return dot16;
 }
 
-// The shape of a repacked ternary weight, in groups and blocks.
-struct TernaryShape {
-  int64_t n_groups;      // 128-column groups per row
-  int64_t block_groups;  // groups per scale block
-  int64_t n_blocks;      // scale blocks per row
-  explicit TernaryShape(const CpuWeight& w)
-      : n_groups(w.n_cols / kGroupCols),
-        block_groups(w.ternary.scale_block / kGroupCols),
-        n_blocks(n_groups / block_groups) {}
-};
-
 // Decode: token t, the 4 rows of row group rg; each activation vector is loaded once for the
-// 4 rows. Returns the 4 outputs.
-float32x4_t gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg) {
+// 4 rows. Returns the 4 outputs. Inlined by force: GCC would call it once per row group from
+// the shared decode loop.
+[[gnu::always_inline]] inline float32x4_t gemv_row_group(const CpuWeight& w, const TernaryShape& sh,
+                                                         const Q8Rows& x, int64_t t, int64_t rg) {
   const int8_t* q = x.q + t * w.n_cols;
   const uint8_t* codes = w.ternary.packed.data() + rg * sh.n_groups * kRows * kGroupBytes;
   const float* scales = w.ternary.scales.data() + rg * sh.n_blocks * kRows;
@@ -113,18 +100,6 @@ float32x4_t gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8R
     acc = vaddq_f32(acc, vmulq_f32(vdivq_f32(d, s), vld1q_f32(scales + b * kRows)));
   }
   return acc;
-}
-
-void gemv(const CpuWeight& w, const Q8Rows& x, int64_t t, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  for (int64_t rg = r0 / kRows; rg * kRows < r1; ++rg) {
-    float out[kRows];
-    vst1q_f32(out, gemv_row_group(w, sh, x, t, rg));
-    // A range may start or end inside a row group: keep only its rows.
-    for (int64_t r = std::max(r0, rg * kRows); r < std::min(r1, (rg + 1) * kRows); ++r) {
-      y[t * w.n_rows + r] = out[r % kRows];
-    }
-  }
 }
 
 // Prefill: one row against T tokens (t0 .. t0+T-1); each group's codes are unpacked once and
@@ -169,25 +144,22 @@ void gemm_row(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64
   for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[j];
 }
 
-using TileFn = void (*)(const CpuWeight&, const TernaryShape&, const Q8Rows&, int64_t, int64_t, float*);
-constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,     gemm_row<1>, gemm_row<2>, gemm_row<3>, gemm_row<4>,
-                                            gemm_row<5>, gemm_row<6>, gemm_row<7>, gemm_row<8>};
-
-// Prefill over rows [r0, r1) in cache blocks of row groups: every token tile passes over a
-// block while its codes are in L2, so the weights come from memory once per matmul.
-void gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  const int64_t group_bytes = sh.n_groups * kRows * kGroupBytes;  // codes of one row group
-  const int64_t block_rows = kRows * std::max<int64_t>(1, kBlockCodeBytes / group_bytes);
-  for (int64_t rb = r0; rb < r1;) {
-    const int64_t rb_end = std::min(r1, rb / kRows * kRows + block_rows);  // on a row group boundary
-    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
-      const TileFn tile = kTiles[std::min<int64_t>(kTileTokens, x.n_tokens - t0)];
-      for (int64_t r = rb; r < rb_end; ++r) tile(w, sh, x, t0, r, y);
-    }
-    rb = rb_end;
+// The kernel as the shared drivers call it (kernels_ternary_driver.h).
+struct W2A8 {
+  static constexpr int kRows = kTernaryRows;
+  // A cache block of row groups small enough for the L2 of small cores (256 KiB and up) next
+  // to a tile's activations.
+  static constexpr int64_t kBlockCodeBytes = 128 << 10;
+  static void row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg,
+                        float* out) {
+    vst1q_f32(out, gemv_row_group(w, sh, x, t, rg));
   }
-}
+  template <int T>
+  static void tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
+                   float* y) {
+    for (int64_t r = ra; r < rb; ++r) gemm_row<T>(w, sh, x, t0, r, y);
+  }
+};
 
 // One activation as quant::act_quant_i8 rounds and clamps it (NaN -> 0).
 int8_t quantize_one(float x, float s) {
@@ -218,9 +190,7 @@ float max_abs(const float* x, int64_t n) {
 }  // namespace
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  BITNET_CHECK(w.ternary.rows_per_group == kRows);
-  if (x.n_tokens == 1) return gemv(w, x, 0, y, r0, r1);
-  gemm(w, x, y, r0, r1);
+  ternary_matmul<W2A8>(w, x, y, r0, r1);
 }
 
 float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum, int64_t group_sum_stride) {

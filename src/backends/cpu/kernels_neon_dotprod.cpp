@@ -3,26 +3,20 @@
 // Codes {0, 1, 2} are valid signed bytes, so the signed-by-signed SDOT takes them as they are.
 // Same loops as the NEON kernel: a row group of 4 rows per decoded token, and for prefill one
 // row against a tile of 8 tokens over cache blocks of rows.
-// Compiled with -march=armv8.2-a+dotprod: only intrinsics and this file's own helpers (no
-// header inlines with loops, see CMakeLists.txt), called only after the CPU was checked.
+// Compiled with -march=armv8.2-a+dotprod: only intrinsics, this file's own helpers and the
+// internal-linkage drivers of kernels_ternary_driver.h (no shared header inlines with loops,
+// see CMakeLists.txt), called only after the CPU was checked.
 #include <arm_neon.h>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_neon.h"
-#include "core/check.h"
+#include "backends/cpu/kernels_ternary_driver.h"
 
 namespace bitnet::cpu::neon_dotprod {
 
 namespace {
 
 constexpr int kRows = neon::kTernaryRows;
-constexpr int kTileTokens = 8;  // tokens per prefill tile: two int32x4 of dots
-// Codes per cache block of row groups (prefill): small enough for the L2 of small cores
-// (256 KiB and up) next to a tile's activations.
-constexpr int64_t kBlockCodeBytes = 128 << 10;
-
-int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 // One 128-column group's codes (32 bytes) as int8 vectors in {0, 1, 2}: c[k][h] is 2-bit
 // field k (bits 7-6 for k = 0 ... bits 1-0 for k = 3) of code bytes 16h .. 16h+15, which
@@ -55,17 +49,6 @@ int32x4_t add_group_dot(int32x4_t dot, const GroupCodes& w, const int8_t* q) {
 // {sum of a[0], ..., sum of a[3]}.
 int32x4_t hsum4(const int32x4_t a[4]) { return vpaddq_s32(vpaddq_s32(a[0], a[1]), vpaddq_s32(a[2], a[3])); }
 
-// The shape of a repacked ternary weight, in groups and blocks.
-struct TernaryShape {
-  int64_t n_groups;      // 128-column groups per row
-  int64_t block_groups;  // groups per scale block
-  int64_t n_blocks;      // scale blocks per row
-  explicit TernaryShape(const CpuWeight& w)
-      : n_groups(w.n_cols / kGroupCols),
-        block_groups(w.ternary.scale_block / kGroupCols),
-        n_blocks(n_groups / block_groups) {}
-};
-
 // Decode: token t, the 4 rows of row group rg. The activations are read once per group for
 // the 4 rows (from L1 after the first). Returns the 4 outputs.
 float32x4_t gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg) {
@@ -89,16 +72,6 @@ float32x4_t gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8R
     acc = vaddq_f32(acc, vmulq_f32(vdivq_f32(d, s), vld1q_f32(scales + b * kRows)));
   }
   return acc;
-}
-
-void gemv(const CpuWeight& w, const Q8Rows& x, int64_t t, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  for (int64_t rg = r0 / kRows; rg * kRows < r1; ++rg) {
-    float out[kRows];
-    vst1q_f32(out, gemv_row_group(w, sh, x, t, rg));
-    // A range may start or end inside a row group: keep only its rows.
-    for (int64_t r = max64(r0, rg * kRows); r < min64(r1, (rg + 1) * kRows); ++r) y[t * w.n_rows + r] = out[r % kRows];
-  }
 }
 
 // Prefill: one row against T tokens (t0 .. t0+T-1); each group's codes are unpacked once and
@@ -137,32 +110,27 @@ void gemm_row(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64
   for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[j];
 }
 
-using TileFn = void (*)(const CpuWeight&, const TernaryShape&, const Q8Rows&, int64_t, int64_t, float*);
-constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,     gemm_row<1>, gemm_row<2>, gemm_row<3>, gemm_row<4>,
-                                            gemm_row<5>, gemm_row<6>, gemm_row<7>, gemm_row<8>};
-
-// Prefill over rows [r0, r1) in cache blocks of row groups: every token tile passes over a
-// block while its codes are in L2, so the weights come from memory once per matmul.
-void gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const TernaryShape sh(w);
-  const int64_t group_bytes = sh.n_groups * kRows * kGroupBytes;  // codes of one row group
-  const int64_t block_rows = kRows * max64(1, kBlockCodeBytes / group_bytes);
-  for (int64_t rb = r0; rb < r1;) {
-    const int64_t rb_end = min64(r1, rb / kRows * kRows + block_rows);  // on a row group boundary
-    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
-      const TileFn tile = kTiles[min64(kTileTokens, x.n_tokens - t0)];
-      for (int64_t r = rb; r < rb_end; ++r) tile(w, sh, x, t0, r, y);
-    }
-    rb = rb_end;
+// The kernel as the shared drivers call it (kernels_ternary_driver.h).
+struct W2A8 {
+  static constexpr int kRows = neon::kTernaryRows;
+  // A cache block of row groups small enough for the L2 of small cores (256 KiB and up) next
+  // to a tile's activations.
+  static constexpr int64_t kBlockCodeBytes = 128 << 10;
+  static void row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t, int64_t rg,
+                        float* out) {
+    vst1q_f32(out, gemv_row_group(w, sh, x, t, rg));
   }
-}
+  template <int T>
+  static void tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
+                   float* y) {
+    for (int64_t r = ra; r < rb; ++r) gemm_row<T>(w, sh, x, t0, r, y);
+  }
+};
 
 }  // namespace
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  BITNET_CHECK(w.ternary.rows_per_group == kRows);
-  if (x.n_tokens == 1) return gemv(w, x, 0, y, r0, r1);
-  gemm(w, x, y, r0, r1);
+  ternary_matmul<W2A8>(w, x, y, r0, r1);
 }
 
 }  // namespace bitnet::cpu::neon_dotprod

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_neon.h"
+#include "backends/cpu/kernels_float_driver.h"
 
 namespace bitnet::cpu::neon {
 
@@ -121,21 +122,6 @@ struct Q8_0Tiles {
     }
   }
 };
-
-template <class Tiles, int R, int T>
-void tile_rows(const CpuWeight& w, const float* x, int64_t t, float* y, int64_t r0, int64_t r1) {
-  int64_t r = r0;
-  for (; r + R <= r1; r += R) Tiles::template tile<R, T>(w, x, t, r, y);
-  for (; r < r1; ++r) Tiles::template tile<1, T>(w, x, t, r, y);
-}
-
-// Decode streams 8 rows at once; prefill takes tiles of 4 rows x 2 tokens.
-template <class Tiles>
-void matmul_tiles(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
-  int64_t t = 0;
-  for (; t + 2 <= n_tokens; t += 2) tile_rows<Tiles, 4, 2>(w, x, t, y, r0, r1);
-  if (t < n_tokens) tile_rows<Tiles, 8, 1>(w, x, t, y, r0, r1);
-}
 
 }  // namespace
 
