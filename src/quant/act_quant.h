@@ -13,4 +13,8 @@ namespace bitnet::quant {
 // A NaN in x is skipped by the max and quantizes to 0. sum is exact for n < 2^24.
 float act_quant_i8(const float* x, int64_t n, int8_t* q, int32_t* sum);
 
+// One element of act_quant_i8: round_half_to_even(x * s) clamped to [-128, 127], NaN -> 0. The
+// SIMD kernels call it for the elements after their last full vector.
+int8_t act_quant_one(float x, float s);
+
 }  // namespace bitnet::quant

@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
 #include "backends/cpu/kernels_ternary_driver.h"
+#include "quant/act_quant.h"
 
 namespace bitnet::cpu::avx2 {
 
@@ -163,14 +164,6 @@ struct W2A8 {
   }
 };
 
-// One activation as quant::act_quant_i8 rounds and clamps it (NaN -> 0).
-int8_t quantize_one(float x, float s) {
-  const float r = std::nearbyint(x * s);
-  if (r >= 127.0f) return 127;
-  if (r <= -128.0f) return -128;
-  return r == r ? static_cast<int8_t>(r) : 0;
-}
-
 // 8 activations: round half to even, clamp to [-128, 127], NaN -> 0, as int32.
 __m256i quantize8(const float* x, __m256 s) {
   const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -221,7 +214,7 @@ float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum
     int32_t total = 0;
     for (int32_t v : lanes) total += v;
     for (; k < k1; ++k) {
-      q[k] = quantize_one(x[k], s);
+      q[k] = quant::act_quant_one(x[k], s);
       total += q[k];
     }
     group_sum[k0 / kGroupCols * group_sum_stride] = total;

@@ -13,6 +13,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_neon.h"
 #include "backends/cpu/kernels_ternary_driver.h"
+#include "quant/act_quant.h"
 
 namespace bitnet::cpu::neon {
 
@@ -161,14 +162,6 @@ struct W2A8 {
   }
 };
 
-// One activation as quant::act_quant_i8 rounds and clamps it (NaN -> 0).
-int8_t quantize_one(float x, float s) {
-  const float r = std::nearbyint(x * s);
-  if (r >= 127.0f) return 127;
-  if (r <= -128.0f) return -128;
-  return r == r ? static_cast<int8_t>(r) : 0;
-}
-
 // 16 activations as act_quant_i8: FCVTNS rounds half to even, saturates and sends NaN to 0;
 // the saturating narrowings then clamp to [-128, 127].
 int8x16_t quantize16(const float* x, float32x4_t s) {
@@ -208,7 +201,7 @@ float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum
     }
     int32_t total = vaddlvq_s16(sum);
     for (; k < k1; ++k) {
-      q[k] = quantize_one(x[k], s);
+      q[k] = quant::act_quant_one(x[k], s);
       total += q[k];
     }
     group_sum[k0 / kGroupCols * group_sum_stride] = total;
