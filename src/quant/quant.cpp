@@ -334,22 +334,28 @@ std::optional<GgmlType> vec_dot_type(GgmlType type) {
   }
 }
 
+VecDotFn vec_dot_fn(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return vec_dot_q4_0_q8_0;
+    case GgmlType::kQ4_1: return vec_dot_q4_1_q8_1;
+    case GgmlType::kQ8_0: return vec_dot_q8_0_q8_0;
+    case GgmlType::kQ4_K: return vec_dot_q4_K_q8_K;
+    case GgmlType::kQ5_K: return vec_dot_q5_K_q8_K;
+    case GgmlType::kQ6_K: return vec_dot_q6_K_q8_K;
+    default: return nullptr;
+  }
+}
+
 Result<float> vec_dot(GgmlType type, std::span<const uint8_t> w, std::span<const uint8_t> a,
                       int64_t n) {
   const std::optional<GgmlType> a_type = vec_dot_type(type);
-  if (!a_type) {
+  const VecDotFn dot = vec_dot_fn(type);
+  if (!a_type || dot == nullptr) {
     return unsupported(fmt::format("no reference dot product for {}", ggml_type_name(type)));
   }
   BITNET_RETURN_IF_ERROR(check_src(type, w, n));
   BITNET_RETURN_IF_ERROR(check_src(*a_type, a, n));
-  switch (type) {
-    case GgmlType::kQ4_0: return vec_dot_q4_0_q8_0(n, w.data(), a.data());
-    case GgmlType::kQ4_1: return vec_dot_q4_1_q8_1(n, w.data(), a.data());
-    case GgmlType::kQ8_0: return vec_dot_q8_0_q8_0(n, w.data(), a.data());
-    case GgmlType::kQ4_K: return vec_dot_q4_K_q8_K(n, w.data(), a.data());
-    case GgmlType::kQ5_K: return vec_dot_q5_K_q8_K(n, w.data(), a.data());
-    default: return vec_dot_q6_K_q8_K(n, w.data(), a.data());
-  }
+  return dot(n, w.data(), a.data());
 }
 
 }  // namespace bitnet::quant

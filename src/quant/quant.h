@@ -60,6 +60,11 @@ Result<std::vector<uint8_t>> quantize(GgmlType type, const float* src, int64_t n
 // The activation format of a weight type's scalar reference dot product: Q8_0 for Q4_0 and
 // Q8_0, Q8_1 for Q4_1, Q8_K for Q4_K, Q5_K and Q6_K; nullopt for other types.
 std::optional<GgmlType> vec_dot_type(GgmlType type);
+// ggml's generic ggml_vec_dot_<type>_<vec_dot_type> over n elements (a multiple of the block)
+// without checks: w holds n elements of `type`, a n elements of vec_dot_type(type). Null
+// exactly where vec_dot_type is empty.
+using VecDotFn = float (*)(int64_t n, const uint8_t* w, const uint8_t* a);
+VecDotFn vec_dot_fn(GgmlType type);
 // The scalar reference dot product (ggml's generic ggml_vec_dot_<type>_<vec_dot_type>) of n
 // elements: w of `type`, a of vec_dot_type(type), each exactly n elements' bytes.
 Result<float> vec_dot(GgmlType type, std::span<const uint8_t> w, std::span<const uint8_t> a,

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/kernel_set.h"
@@ -118,7 +119,15 @@ class ZeroedBytes {
 struct ActBuffer {
   std::vector<float> f32;
   Q8Buffer q8;
+  // The F32 rows quantized for quantized-activation matmuls (kernels.h QuantActFormat), one
+  // buffer per activation type (Q8_0, Q8_1, Q8_K), written once per matmul op that reads them.
+  std::array<std::vector<uint8_t>, 3> qact;
 };
+
+// The slot of ActBuffer::qact for an activation type.
+size_t qact_slot(GgmlType act_type) {
+  return act_type == GgmlType::kQ8_0 ? 0 : act_type == GgmlType::kQ8_1 ? 1 : 2;
+}
 
 class CpuBackend final : public hal::Backend {
  public:
@@ -183,6 +192,8 @@ class CpuBackend final : public hal::Backend {
   // Matmuls reading one input (Q/K/V, gate/up) as one parallel loop over all their rows: one
   // barrier instead of one per matmul, and the input read once per chunk of rows.
   void matmul(const hal::Graph& graph, std::span<const hal::Op> ops);
+  const uint8_t* quantize_for_dot(ActBuffer& x, const QuantActFormat& f, int64_t n_tokens, int64_t n_cols,
+                                  const uint8_t* prev_act);
   void attention(const hal::Graph& graph, const hal::Op& op);
   // Element index of position pos of layer il in a cache (F32 or F16 elements).
   int64_t kv_index(int32_t il, int64_t pos) const { return (static_cast<int64_t>(il) * kv_.n_ctx + pos) * kv_.n_embd_kv; }
@@ -325,6 +336,26 @@ void CpuBackend::elementwise(const hal::ActDesc& d, const hal::Op& op) {
                                                         : KernelsUsed::kAdd);
 }
 
+// x's F32 rows quantized to f (parallel over tokens) for a matmul of n_cols columns, unless
+// prev_act, the previous part of the same fused matmul, is that buffer already.
+const uint8_t* CpuBackend::quantize_for_dot(ActBuffer& x, const QuantActFormat& f, int64_t n_tokens,
+                                            int64_t n_cols, const uint8_t* prev_act) {
+  std::vector<uint8_t>& buf = x.qact[qact_slot(f.type)];
+  if (prev_act != nullptr && prev_act == buf.data()) return buf.data();
+  const int64_t row_bytes = f.row_bytes(n_cols);
+  if (buf.size() < static_cast<size_t>(n_tokens * row_bytes)) buf.resize(static_cast<size_t>(n_tokens * row_bytes));
+  const float* src = x.f32.data();
+  uint8_t* dst = buf.data();
+  pool_.parallel_for(n_tokens, min_chunk(n_cols), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t b = 0; b < n_cols / f.block; ++b) {
+        f.quantize_block(src + t * n_cols + b * f.block, dst + t * row_bytes + b * f.bytes);
+      }
+    }
+  });
+  return buf.data();
+}
+
 void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
   const hal::ActDesc& src = graph.acts[static_cast<size_t>(ops[0].a)];
   ActBuffer& x = acts_[static_cast<size_t>(ops[0].a)];
@@ -337,6 +368,9 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
     float* y;
     int64_t first;
     int64_t rows_per_item;
+    QuantDotFn dot;              // set for weights dotted against quantized activations
+    const uint8_t* act;          // those activations: n_tokens rows of act_row_bytes
+    int64_t act_row_bytes;
   };
   BITNET_CHECK(!ops.empty() && ops.size() <= kMaxFusedMatmuls);
   std::array<Part, kMaxFusedMatmuls> parts_buf;
@@ -346,8 +380,16 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
     const CpuWeight& w = weight(ops[i].w);
     BITNET_CHECK(w.is_ternary() == q8);
     const int64_t rows = q8 ? w.ternary.rows_per_group : 1;
-    parts[i] = {&w, f32(ops[i].dst), n_items, rows};
+    parts[i] = {&w, f32(ops[i].dst), n_items, rows, nullptr, nullptr, 0};
     n_items += (w.n_rows + rows - 1) / rows;
+    if (!q8) {
+      if (const std::optional<QuantActFormat> f = quant_act_format(w.type); f && w.n_cols % f->block == 0) {
+        parts[i].dot = kernels_->quant_dot(w.type);
+        parts[i].act_row_bytes = f->row_bytes(w.n_cols);
+        // Fused parts share x: quantized once if they share the format too (and so the width).
+        parts[i].act = quantize_for_dot(x, *f, n_tokens, w.n_cols, i > 0 ? parts[i - 1].act : nullptr);
+      }
+    }
   }
   const CpuWeight& w0 = *parts[0].w;
   const int64_t chunk = q8 ? min_chunk(parts[0].rows_per_item * w0.n_cols * n_tokens, 4) : min_chunk(w0.n_cols * n_tokens, 16);
@@ -362,6 +404,8 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
       const int64_t r1 = std::min(p.w->n_rows, e * p.rows_per_item);
       if (q8) {
         kernels_->matmul_ternary(*p.w, q, p.y, r0, r1);
+      } else if (p.dot != nullptr) {
+        matmul_quant_rows(*p.w, p.act, p.act_row_bytes, n_tokens, p.y, r0, r1, p.dot);
       } else {
         kernels_->matmul_float(*p.w, x.f32.data(), n_tokens, p.y, r0, r1);
       }

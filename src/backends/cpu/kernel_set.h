@@ -18,6 +18,7 @@
 #include "backends/cpu/weights.h"
 #include "core/cpu_features.h"
 #include "hal/ops.h"
+#include "quant/quant.h"
 
 namespace bitnet::cpu {
 
@@ -45,6 +46,9 @@ struct Q8Rows {
 };
 
 struct KernelSet;
+
+// A row dot of n weights against one row of quantized activations (quant::VecDotFn).
+using QuantDotFn = quant::VecDotFn;
 
 // Owns Q8 activations for up to n_tokens rows; padding lanes hold scale 1 and sum 0.
 class Q8Buffer {
@@ -77,6 +81,11 @@ struct KernelSet {
   // y: [n_tokens][w.n_rows]. Any dequantizable type; F32/F16/BF16/Q8_0 read in place.
   void (*matmul_float)(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                        int64_t r1);
+  // The set's dot of one row of `type` (n weights) against one row of activations quantized to
+  // quant::vec_dot_type(type), as llama.cpp computes its matmuls over these types: the same
+  // integer block sums as the scalar twin (quant::vec_dot_fn), the float sums in another order.
+  // Null exactly where quant::vec_dot_fn is; a set without SIMD for a type returns the twin.
+  QuantDotFn (*quant_dot)(GgmlType type);
   // One row, as quant::act_quant_i8 bit for bit: x[n_cols] -> q[n_cols] and the sum of q over
   // each 128-column group g (the last may be partial) at group_sum[g * group_sum_stride];
   // returns s.

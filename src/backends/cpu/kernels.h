@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/weights.h"
@@ -23,17 +24,26 @@ void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens
                             int64_t r0, int64_t r1, DotFn dot);
 
 // Weights dotted against quantized activations, as llama.cpp computes them
-// (ggml_vec_dot_<type>_<vec_dot_type>): Q4_0 against Q8_0, Q4_1 against Q8_1, Q4_K, Q5_K and
-// Q6_K against Q8_K (quant::vec_dot_type). Each token's x is quantized to the activation type
-// into the calling thread's scratch (grown once, no allocation per call), then
-// y[t][r] = row_dot(n_cols, row r, activations of token t). Every set routes these types here
-// (matmul_float_by_blocks with the scalar twin's row dot, ggml's generic one; SIMD sets with
-// their own row_dot for the types they speed up), so every set has llama.cpp's numerics.
-using QuantDotFn = float (*)(int64_t n, const uint8_t* w, const uint8_t* a);
-QuantDotFn reference_row_dot(GgmlType type);  // ggml's generic vec_dot; null for other types
+// (ggml_vec_dot_<type>_<vec_dot_type>): Q4_0 against Q8_0, Q4_1 against Q8_1, the K-quants
+// against Q8_K, ... (quant::vec_dot_type). Q8_0 weights stay a float matmul (the GPU backends
+// dot them with float activations and are held to the CPU's numbers).
+struct QuantActFormat {
+  GgmlType type;    // Q8_0, Q8_1 or Q8_K
+  int64_t block;    // elements per block
+  int64_t bytes;    // bytes per block
+  void (*quantize_block)(const float* x, uint8_t* dst);  // ggml's reference quantizer
+  int64_t row_bytes(int64_t n_cols) const { return n_cols / block * bytes; }
+};
+// The activation format of `weight_type`'s quantized-activation matmul, if it has one.
+std::optional<QuantActFormat> quant_act_format(GgmlType weight_type);
+// y[t][r] = dot(w.n_cols, row r of w, act + t * act_row_bytes) for r in [r0, r1), t < n_tokens.
+void matmul_quant_rows(const CpuWeight& w, const uint8_t* act, int64_t act_row_bytes, int64_t n_tokens,
+                       float* y, int64_t r0, int64_t r1, QuantDotFn dot);
+// The same from float activations: each token's x is quantized into the calling thread's
+// scratch (grown once, no allocation per call), then matmul_quant_rows. The backend instead
+// quantizes once per op and calls matmul_quant_rows from every thread.
 void matmul_quantized_act(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                           int64_t r1, QuantDotFn row_dot);
-
 
 // Portable rope (every set uses it: its cost is the sines and cosines, computed once per row
 // for all heads with llama.cpp's float theta recurrence).

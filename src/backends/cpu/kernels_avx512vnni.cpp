@@ -203,6 +203,7 @@ constinit const KernelSet kAvx512VnniKernels = {
     .ternary_rows_per_group = avx2::kTernaryRows,
     .matmul_ternary = avx512vnni::matmul_ternary,
     .matmul_float = avx2::matmul_float,
+    .quant_dot = avx2::quant_dot,
     .quantize_act = avx2::quantize_act,
     .rms_norm_row = avx2::rms_norm_row,
     .rope_row = rope_row,

@@ -154,6 +154,7 @@ constinit const KernelSet kAvxVnniKernels = {
     .ternary_rows_per_group = avx2::kTernaryRows,
     .matmul_ternary = avxvnni::matmul_ternary,
     .matmul_float = avx2::matmul_float,
+    .quant_dot = avx2::quant_dot,
     .quantize_act = avx2::quantize_act,
     .rms_norm_row = avx2::rms_norm_row,
     .rope_row = rope_row,

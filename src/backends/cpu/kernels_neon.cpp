@@ -223,6 +223,7 @@ constinit const KernelSet kNeonKernels = {
     .ternary_rows_per_group = neon::kTernaryRows,
     .matmul_ternary = neon::matmul_ternary,
     .matmul_float = neon::matmul_float,
+    .quant_dot = neon::quant_dot,
     .quantize_act = neon::quantize_act,
     .rms_norm_row = neon::rms_norm_row,
     .rope_row = rope_row,

@@ -143,7 +143,9 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
     case GgmlType::kF16: return matmul_tiles<PlainTiles<F16Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kBF16: return matmul_tiles<PlainTiles<BF16Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kQ8_0: return matmul_tiles<Q8_0Tiles>(w, x, n_tokens, y, r0, r1);
-    default: return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);
+    default:
+      if (quant_act_format(w.type)) return matmul_quantized_act(w, x, n_tokens, y, r0, r1, quant_dot(w.type));
+      return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);
   }
 }
 

@@ -160,46 +160,31 @@ void dequantize_row(const CpuWeight& w, int64_t row, float* dst) {
   BITNET_CHECK(s.ok());  // sizes were validated when the weight was prepared
 }
 
-namespace {
-
-// The activation format of a quantized-activation dot: elements and bytes per block and ggml's
-// reference quantizer of one block.
-struct ActFormat {
-  int64_t block;
-  int64_t bytes;
-  void (*quantize_block)(const float* x, uint8_t* dst);
-};
-
-std::optional<ActFormat> act_format(GgmlType weight_type) {
+std::optional<QuantActFormat> quant_act_format(GgmlType weight_type) {
   const std::optional<GgmlType> a = quant::vec_dot_type(weight_type);
-  if (!a || weight_type == GgmlType::kQ8_0) return std::nullopt;  // Q8_0 stays a float matmul
+  if (!a || weight_type == GgmlType::kQ8_0 || quant::vec_dot_fn(weight_type) == nullptr) return std::nullopt;
   switch (*a) {
-    case GgmlType::kQ8_0: return ActFormat{32, 34, quant::q8_0_quantize_block};
-    case GgmlType::kQ8_1: return ActFormat{32, 36, quant::q8_1_quantize_block};
-    case GgmlType::kQ8_K: return ActFormat{256, quant::kQ8_KBlockBytes, quant::q8_K_quantize_block};
+    case GgmlType::kQ8_0: return QuantActFormat{*a, 32, 34, quant::q8_0_quantize_block};
+    case GgmlType::kQ8_1: return QuantActFormat{*a, 32, 36, quant::q8_1_quantize_block};
+    case GgmlType::kQ8_K: return QuantActFormat{*a, 256, quant::kQ8_KBlockBytes, quant::q8_K_quantize_block};
     default: return std::nullopt;
   }
 }
 
-}  // namespace
-
-QuantDotFn reference_row_dot(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_0: return quant::vec_dot_q4_0_q8_0;
-    case GgmlType::kQ4_1: return quant::vec_dot_q4_1_q8_1;
-    case GgmlType::kQ4_K: return quant::vec_dot_q4_K_q8_K;
-    case GgmlType::kQ5_K: return quant::vec_dot_q5_K_q8_K;
-    case GgmlType::kQ6_K: return quant::vec_dot_q6_K_q8_K;
-    default: return nullptr;
+void matmul_quant_rows(const CpuWeight& w, const uint8_t* act, int64_t act_row_bytes, int64_t n_tokens,
+                       float* y, int64_t r0, int64_t r1, QuantDotFn dot) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.raw.data() + r * w.row_bytes;
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] = dot(w.n_cols, row, act + t * act_row_bytes);
   }
 }
 
 void matmul_quantized_act(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                           int64_t r1, QuantDotFn row_dot) {
-  const std::optional<ActFormat> f = act_format(w.type);
+  const std::optional<QuantActFormat> f = quant_act_format(w.type);
   BITNET_CHECK(f.has_value() && w.n_cols % f->block == 0);
   const int64_t n_blocks = w.n_cols / f->block;
-  const int64_t a_row_bytes = n_blocks * f->bytes;
+  const int64_t a_row_bytes = f->row_bytes(w.n_cols);
   // Grown once per thread to the largest batch it meets; no allocation per call after that.
   thread_local std::vector<uint8_t> act;
   if (act.size() < static_cast<size_t>(n_tokens * a_row_bytes)) act.resize(static_cast<size_t>(n_tokens * a_row_bytes));
@@ -208,17 +193,12 @@ void matmul_quantized_act(const CpuWeight& w, const float* x, int64_t n_tokens, 
       f->quantize_block(x + t * w.n_cols + b * f->block, act.data() + t * a_row_bytes + b * f->bytes);
     }
   }
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.raw.data() + r * w.row_bytes;
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] = row_dot(w.n_cols, row, act.data() + t * a_row_bytes);
-  }
+  matmul_quant_rows(w, act.data(), a_row_bytes, n_tokens, y, r0, r1, row_dot);
 }
 
 void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens, float* y,
                             int64_t r0, int64_t r1, DotFn dot) {
-  if (const QuantDotFn row_dot = reference_row_dot(w.type); row_dot != nullptr) {
-    return matmul_quantized_act(w, x, n_tokens, y, r0, r1, row_dot);
-  }
+  if (quant_act_format(w.type)) return matmul_quantized_act(w, x, n_tokens, y, r0, r1, quant::vec_dot_fn(w.type));
   constexpr int64_t kChunk = 256;  // the K-quant block; a multiple of every other float block
   const auto traits = ggml_type_traits(static_cast<uint32_t>(w.type));
   BITNET_CHECK(traits.has_value() && traits->block_elems <= kChunk);
@@ -361,6 +341,7 @@ constinit const KernelSet kScalarKernels = {
     .ternary_rows_per_group = 1,
     .matmul_ternary = scalar::matmul_ternary,
     .matmul_float = scalar::matmul_float,
+    .quant_dot = quant::vec_dot_fn,
     .quantize_act = scalar::quantize_act,
     .rms_norm_row = scalar::rms_norm_row,
     .rope_row = rope_row,

@@ -56,7 +56,7 @@ TEST_P(FloatMatmul, ScalarMatchesDoubleReferenceOfDequantizedWeights) {
       double ref = 0.0;
       for (int64_t k = 0; k < n_cols; ++k) ref += static_cast<double>(deq[static_cast<size_t>(r * n_cols + k)]) * x[static_cast<size_t>(t * n_cols + k)];
       double tol = 1e-4 * (1.0 + std::abs(ref));
-      if (reference_row_dot(type) != nullptr) {
+      if (quant_act_format(type)) {
         // Q4_0, Q6_K, ... meet 8-bit activations (Q8_0/Q8_K), as in llama.cpp: each activation
         // moves by at most half a step of its block's max|x| / 127 <= the row's, so the dot by
         // at most that times sum |w|.
