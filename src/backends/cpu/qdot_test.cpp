@@ -1,0 +1,108 @@
+// Every kernel set's quantized-activation row dots (KernelSet::quant_dot) against the scalar
+// twins (quant::vec_dot_fn): the integer block sums are the same, only the float accumulation
+// runs in another order, so each result is within float rounding of the twin's, bounded by the
+// magnitude sum |w_k * a_k| of its terms. Worst cases: every code at its extreme against
+// activations of +-127 (an int16 partial sum that could saturate shows as a miss).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel_test_util.h"
+#include "gguf/types.h"
+#include "quant/q8_0.h"
+#include "quant/q8_k.h"
+#include "quant/quant.h"
+
+namespace bitnet::cpu {
+namespace {
+
+// Every type with a scalar twin (the list grows with quant::vec_dot_fn).
+std::vector<GgmlType> dot_types() {
+  std::vector<GgmlType> types;
+  for (uint32_t t = 0; t < 64; ++t) {
+    const auto type = static_cast<GgmlType>(t);
+    if (ggml_type_traits(t).has_value() && quant::vec_dot_fn(type) != nullptr) types.push_back(type);
+  }
+  return types;
+}
+
+std::vector<uint8_t> quantized(GgmlType type, const std::vector<float>& x) {
+  auto q = quant::quantize(type, x.data(), 1, static_cast<int64_t>(x.size()));
+  EXPECT_TRUE(q.ok()) << q.status().to_string();
+  return q.ok() ? std::move(*q) : std::vector<uint8_t>{};
+}
+
+std::vector<float> dequantized(GgmlType type, const std::vector<uint8_t>& q, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  EXPECT_TRUE(quant::dequantize(type, q, n, y.data()).ok());
+  return y;
+}
+
+// Activations as the dot reads them (Q8_1 and Q8_K carry sums beside the values).
+std::vector<float> dequantized_act(GgmlType type, const std::vector<uint8_t>& q, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  const int64_t block = type == GgmlType::kQ8_K ? 256 : 32;
+  const int64_t bytes = type == GgmlType::kQ8_K ? quant::kQ8_KBlockBytes : type == GgmlType::kQ8_1 ? 36 : 34;
+  auto* fn = type == GgmlType::kQ8_K ? quant::q8_K_dequantize_block
+             : type == GgmlType::kQ8_1 ? quant::q8_1_dequantize_block
+                                       : quant::q8_0_dequantize_block;
+  for (int64_t b = 0; b < n / block; ++b) fn(q.data() + b * bytes, y.data() + b * block);
+  return y;
+}
+
+// Inputs of n elements: normal; every value the same large positive one (codes at their top);
+// alternating +-1 with a few large ones (codes at both ends, activations at +-127); values
+// that vary a lot from block to block.
+std::vector<float> inputs(int kind, int64_t n, std::mt19937& rng) {
+  std::vector<float> x = test::random_floats(n, rng);
+  for (int64_t i = 0; i < n; ++i) {
+    auto& v = x[static_cast<size_t>(i)];
+    switch (kind) {
+      case 1: v = 3.0f; break;
+      case 2: v = (i % 2 == 0 ? 1.0f : -1.0f) * (i % 7 == 0 ? 4.0f : 1.0f); break;
+      case 3: v *= std::exp2(static_cast<float>(i / 32 % 9) - 4.0f); break;
+      default: break;
+    }
+  }
+  return x;
+}
+
+class QuantDotMatchesTwin : public test::EverySet {};
+
+TEST_P(QuantDotMatchesTwin, EveryTypeShapeAndExtreme) {
+  std::mt19937 rng(11);
+  for (GgmlType type : dot_types()) {
+    const GgmlType act_type = *quant::vec_dot_type(type);
+    const QuantDotFn dot = set().quant_dot(type);
+    ASSERT_NE(dot, nullptr) << ggml_type_name(type);
+    for (int64_t n : {256, 512, 2560, 4096}) {
+      for (int w_kind = 0; w_kind < 4; ++w_kind) {
+        for (int a_kind = 0; a_kind < 4; ++a_kind) {
+          SCOPED_TRACE(std::string(ggml_type_name(type)) + " n=" + std::to_string(n) + " weights " +
+                       std::to_string(w_kind) + " activations " + std::to_string(a_kind));
+          const auto w = quantized(type, inputs(w_kind, n, rng));
+          auto xa = inputs(a_kind, n, rng);
+          if (a_kind == 2) {
+            for (size_t i = 0; i < xa.size(); ++i) xa[i] = -xa[i] * (w_kind == 2 ? 1.0f : -1.0f);
+          }
+          const auto a = quantized(act_type, xa);
+          const float want = quant::vec_dot_fn(type)(n, w.data(), a.data());
+          const float got = dot(n, w.data(), a.data());
+          const auto wd = dequantized(type, w, n);
+          const auto ad = dequantized_act(act_type, a, n);
+          double magnitude = 0.0;
+          for (size_t i = 0; i < wd.size(); ++i) magnitude += std::abs(static_cast<double>(wd[i]) * ad[i]);
+          EXPECT_NEAR(got, want, 2e-6 * magnitude + 1e-30);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sets, QuantDotMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
+
+}  // namespace
+}  // namespace bitnet::cpu
