@@ -59,11 +59,16 @@ int run(const QuantizeFlags& f) {
   std::fprintf(stderr, "wrote %s in %.1f s: %zu tensors (%s)\n", f.output.c_str(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), plans->size(),
                summary.c_str());
+  // Fallbacks, one line per resulting type (a model has hundreds of same-shaped tensors).
+  std::map<std::string, std::pair<int, std::string>> fallbacks;  // type -> count, first tensor
   for (const TensorPlan& p : *plans) {
-    if (p.why.find("fallback") != std::string::npos) {
-      std::fprintf(stderr, "note: %s: %s -> %.*s\n", p.name.c_str(), p.why.c_str(),
-                   static_cast<int>(ggml_type_name(p.to).size()), ggml_type_name(p.to).data());
-    }
+    if (p.why.find("fallback") == std::string::npos) continue;
+    auto& [n, first] = fallbacks[std::string(ggml_type_name(p.to))];
+    if (n++ == 0) first = p.name + ": " + p.why;
+  }
+  for (const auto& [to, fb] : fallbacks) {
+    std::fprintf(stderr, "note: %d tensor(s) fell back to %s as in llama-quantize (e.g. %s)\n", fb.first, to.c_str(),
+                 fb.second.c_str());
   }
   return 0;
 }
