@@ -1,7 +1,8 @@
 // IQ4_NL (GGML type 20) and IQ4_XS (type 23): 4-bit codes indexing a fixed non-linear table,
-// as ggml-common.h's block_iq4_nl / block_iq4_xs. Dequantization only, with the arithmetic of
-// ggml-quants.c's dequantize_row_iq4_{nl,xs} at llama.cpp
-// c392e5094deaf2d1a7c18683214f007fad3fe42b.
+// as ggml-common.h's block_iq4_nl / block_iq4_xs. Dequantization and the dot products against
+// Q8_0 / Q8_K (no quantizer), with the arithmetic of ggml-quants.c's dequantize_row_iq4_{nl,xs}
+// and the generic ggml_vec_dot_iq4_nl_q8_0 / ggml_vec_dot_iq4_xs_q8_K of ggml-cpu-quants.c at
+// llama.cpp c392e5094deaf2d1a7c18683214f007fad3fe42b.
 //
 // IQ4_NL, 32 elements in 18 bytes:
 //   uint16_t d;       // fp16 scale
@@ -31,5 +32,14 @@ inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 void iq4_nl_dequantize_block(const uint8_t* src, float* y);
 // dequantize_row_iq4_xs: src[136] -> y[256].
 void iq4_xs_dequantize_block(const uint8_t* src, float* y);
+
+// Scalar twins of ggml's generic dot products over n elements: w holds the weight blocks, a the
+// activation blocks (q8_0.h, q8_k.h). Integer sums of table value * q8 are exact; the float
+// steps are ggml's:
+//   iq4_nl (n a multiple of 32), per block:  sum += (d_a * d_w) * sumi
+//   iq4_xs (n a multiple of 256), per 32-element sub-block s:
+//                                            sum += ((d_w * d_a) * (scale_s - 32)) * sumi_s
+float vec_dot_iq4_nl_q8_0(int64_t n, const uint8_t* w, const uint8_t* a);
+float vec_dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a);
 
 }  // namespace bitnet::quant

@@ -325,11 +325,17 @@ Result<TernaryRows> decode_ternary_rows(GgmlType type, std::span<const uint8_t> 
 std::optional<GgmlType> vec_dot_type(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
-    case GgmlType::kQ8_0: return GgmlType::kQ8_0;
-    case GgmlType::kQ4_1: return GgmlType::kQ8_1;
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ8_0:
+    case GgmlType::kIQ4_NL: return GgmlType::kQ8_0;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1: return GgmlType::kQ8_1;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K: return GgmlType::kQ8_K;
+    case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_XS: return GgmlType::kQ8_K;
     default: return std::nullopt;
   }
 }
@@ -338,10 +344,16 @@ VecDotFn vec_dot_fn(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0: return vec_dot_q4_0_q8_0;
     case GgmlType::kQ4_1: return vec_dot_q4_1_q8_1;
+    case GgmlType::kQ5_0: return vec_dot_q5_0_q8_0;
+    case GgmlType::kQ5_1: return vec_dot_q5_1_q8_1;
     case GgmlType::kQ8_0: return vec_dot_q8_0_q8_0;
+    case GgmlType::kQ2_K: return vec_dot_q2_K_q8_K;
+    case GgmlType::kQ3_K: return vec_dot_q3_K_q8_K;
     case GgmlType::kQ4_K: return vec_dot_q4_K_q8_K;
     case GgmlType::kQ5_K: return vec_dot_q5_K_q8_K;
     case GgmlType::kQ6_K: return vec_dot_q6_K_q8_K;
+    case GgmlType::kIQ4_NL: return vec_dot_iq4_nl_q8_0;
+    case GgmlType::kIQ4_XS: return vec_dot_iq4_xs_q8_K;
     default: return nullptr;
   }
 }
