@@ -329,13 +329,22 @@ TEST(KQuants, RequantizingMovesLittle) {
   }
 }
 
-// vec_dot_X_q8_K(w, quantize_q8_K(x)) against the float dot of the dequantized operands.
+// The weight formats with a dot product against Q8_K.
+constexpr GgmlType kQ8KDotTypes[] = {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
+                                     GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS};
+
+// vec_dot_X_q8_K(w, quantize_q8_K(x)) against the float dot of the dequantized operands. The
+// formats without a quantizer here (Q2_K, Q3_K, IQ4_XS) get random blocks, a new seed per
+// distribution of the activations.
 TEST(KQuants, DotProductsMatchDequantizedDot) {
   const int64_t n = 256 * 12;
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : kQ8KDotTypes) {
     for (Dist dist : testing::kDists) {
       SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " " << dist_name(dist));
-      const std::vector<uint8_t> w = quantized(type, testing::random_floats(n, dist, 21), n);
+      const std::vector<uint8_t> w =
+          can_quantize(type)
+              ? quantized(type, testing::random_floats(n, dist, 21), n)
+              : testing::random_weight_blocks(type, n, 21 + static_cast<uint32_t>(dist));
       const std::vector<uint8_t> a =
           quantized(GgmlType::kQ8_K, testing::random_floats(n, Dist::kNormal, 22), n);
       const testing::RefDot ref =
@@ -354,7 +363,7 @@ TEST(KQuants, DotProductsMatchDequantizedDot) {
 TEST(KQuants, DotProductsIntegerPartsAreExact) {
   std::mt19937 rng(17);
   const int64_t n = 512;
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : kQ8KDotTypes) {
     SCOPED_TRACE(ggml_type_name(type));
     const auto block_bytes = static_cast<int64_t>(*ggml_tensor_n_bytes(type, 256));
     std::vector<uint8_t> w(static_cast<size_t>(n / 256 * block_bytes));
@@ -363,12 +372,11 @@ TEST(KQuants, DotProductsIntegerPartsAreExact) {
     std::vector<int64_t> qa(n);
     std::uniform_int_distribution<int> small(-3, 3);
     for (int64_t b = 0; b < n / 256; ++b) {
-      if (type == GgmlType::kQ6_K) {
-        put_f16(w, static_cast<size_t>(b * block_bytes + 208), 1.0f);
-      } else {
-        put_f16(w, static_cast<size_t>(b * block_bytes), 1.0f);
-        put_f16(w, static_cast<size_t>(b * block_bytes + 2), 1.0f);
-      }
+      // d (and dmin) = 1: Q4_K/Q5_K at 0 and 2, the rest where testing:: knows them.
+      std::vector<int> at = testing::fp16_scale_offsets(type);
+      if (type == GgmlType::kQ6_K) at = {208};
+      if (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) at = {0, 2};
+      for (int o : at) put_f16(w, static_cast<size_t>(b * block_bytes + o), 1.0f);
       uint8_t* ab = a.data() + b * kQ8_KBlockBytes;
       const float one = 1.0f;
       std::memcpy(ab, &one, 4);

@@ -43,7 +43,19 @@ TEST(Quant, TypeSupport) {
   EXPECT_EQ(vec_dot_type(GgmlType::kQ4_1), GgmlType::kQ8_1);
   EXPECT_EQ(vec_dot_type(GgmlType::kQ8_0), GgmlType::kQ8_0);
   EXPECT_EQ(vec_dot_type(GgmlType::kQ6_K), GgmlType::kQ8_K);
-  EXPECT_EQ(vec_dot_type(GgmlType::kQ5_0), std::nullopt);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ5_0), GgmlType::kQ8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ5_1), GgmlType::kQ8_1);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ2_K), GgmlType::kQ8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ3_K), GgmlType::kQ8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::kIQ4_NL), GgmlType::kQ8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::kIQ4_XS), GgmlType::kQ8_K);
+  // ggml has no dot product with Q8_K or Q8_1 as the weights; floats and the ternary types
+  // have none here.
+  for (GgmlType t : {GgmlType::kQ8_K, GgmlType::kQ8_1, GgmlType::kF32, GgmlType::kF16,
+                     GgmlType::kI2_S, GgmlType::kTQ2_0}) {
+    EXPECT_EQ(vec_dot_type(t), std::nullopt) << ggml_type_name(t);
+    EXPECT_EQ(vec_dot_fn(t), nullptr) << ggml_type_name(t);
+  }
   EXPECT_EQ(ternary_scale_block(GgmlType::kI2_S, 4096), 4096);
   EXPECT_EQ(ternary_scale_block(GgmlType::kTQ2_0, 4096), 256);
   EXPECT_EQ(ternary_scale_block(GgmlType::kTQ1_0, 4096), 256);
@@ -57,7 +69,7 @@ TEST(Quant, UnsupportedTypesAreStatuses) {
   EXPECT_EQ(dequantize(GgmlType::kQ8_1, std::span(bytes).first(36), 32, y.data()).code(),
             StatusCode::kUnsupported);
   EXPECT_EQ(dequantize(GgmlType::kTL2, bytes, 256, y.data()).code(), StatusCode::kUnsupported);
-  EXPECT_EQ(vec_dot(GgmlType::kQ5_0, std::span(bytes).first(22), bytes, 32).status().code(),
+  EXPECT_EQ(vec_dot(GgmlType::kQ8_K, bytes, bytes, 256).status().code(),
             StatusCode::kUnsupported);
   std::vector<uint8_t> codes(256, 1);
   float s = 1.0f;

@@ -102,19 +102,50 @@ inline std::vector<float> q8_1_dequantized(std::span<const uint8_t> a, int64_t n
   return y;
 }
 
-// The Q4_1 x Q8_1 dot's min term is m * s with s = fp16(d * sum q) made from Q8_1's unrounded
-// d, where the dequantized operands give m * fp16(d) * sum q: 2^-10 of |m * s| per block covers
-// the two roundings.
-inline double q8_1_s_slack(std::span<const uint8_t> w, std::span<const uint8_t> a, int64_t n) {
+// The Q4_1 / Q5_1 x Q8_1 dot's min term is m * s with s = fp16(d * sum q) made from Q8_1's
+// unrounded d, where the dequantized operands give m * fp16(d) * sum q: 2^-10 of |m * s| per
+// block covers the two roundings. w_block: the weight block's bytes (Q4_1 20, Q5_1 24; m at 2).
+inline double q8_1_s_slack(std::span<const uint8_t> w, std::span<const uint8_t> a, int64_t n,
+                           int64_t w_block = 20) {
   double slack = 0.0;
   for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* wb = w.data() + b * 20;
+    const uint8_t* wb = w.data() + b * w_block;
     const uint8_t* ab = a.data() + b * kQ8_1BlockBytes;
     const float m = fp16_to_fp32(static_cast<uint16_t>(wb[2] | wb[3] << 8));
     const float s = fp16_to_fp32(static_cast<uint16_t>(ab[2] | ab[3] << 8));
     slack += std::fabs(static_cast<double>(m) * s) * 0x1p-10;
   }
   return slack;
+}
+
+// Byte offsets of the fp16 scale fields of the weight formats without a quantizer here.
+inline std::vector<int> fp16_scale_offsets(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K: return {80, 82};  // d, dmin
+    case GgmlType::kQ3_K: return {108};
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ4_XS: return {0};
+    default: return {};
+  }
+}
+
+// n elements of `type` (Q2_K, Q3_K, IQ4_NL, IQ4_XS) as random bytes, every code, scale and
+// high bit random, with the fp16 scale fields replaced by finite positive values in
+// [2^-8, 2^-6) so that the dequantized weights look like a model's.
+inline std::vector<uint8_t> random_weight_blocks(GgmlType type, int64_t n, uint32_t seed) {
+  const GgmlTypeTraits t = *ggml_type_traits(static_cast<uint32_t>(type));
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> w(static_cast<size_t>(n / t.block_elems * t.block_bytes));
+  for (uint8_t& byte : w) byte = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0x1p-8f, 0x1p-6f);
+  for (int64_t b = 0; b < n / t.block_elems; ++b) {
+    for (int at : fp16_scale_offsets(type)) {
+      const uint16_t h = fp32_to_fp16(scale(rng));
+      w[static_cast<size_t>(b * t.block_bytes + at)] = static_cast<uint8_t>(h & 0xff);
+      w[static_cast<size_t>(b * t.block_bytes + at + 1)] = static_cast<uint8_t>(h >> 8);
+    }
+  }
+  return w;
 }
 
 // The round-trip error bound of a format per input distribution (relative rmse).
