@@ -255,6 +255,19 @@ TEST(GgmlGolden, DotProducts) {
        "83f33ec9c6be7e718060fde92c9b05da5d6ed766d56375146489589240c471fe"},
       {GgmlType::kQ6_K, {256, 210, {208}}, 0xc9800910,
        "a52d39776bd1ba3c8cbb195354947763f5c6ea95c06e2f5d22fc6fca60a35441"},
+      // Added later, after the cases above in the same stream.
+      {GgmlType::kQ5_0, {32, 22, {0}}, 0xc68adf88,
+       "8d424dabb8f0012de18823931a1d7e377528cbb4da2884fc0d3c036d37a62bfa"},
+      {GgmlType::kQ5_1, {32, 24, {0, 2}, 2}, 0x4823c2e9,
+       "7f839aacedbe1bd2450caa70b549de03f8225d3f4b4a5324efebda5f620af5a3"},
+      {GgmlType::kQ2_K, {256, 84, {80, 82}}, 0x4703ab85,
+       "2b39955c8e3c1c248e9cba07b8e2b5be7c7d2499f7384d66c1f7499c38abe469"},
+      {GgmlType::kQ3_K, {256, 110, {108}}, 0xc7a4dc93,
+       "b9d9528ba046ff51131fe7a5874987e471e3c2f0e5811e88977187541077166f"},
+      {GgmlType::kIQ4_NL, {32, 18, {0}}, 0xc75edc0c,
+       "ede851180430c5fb4749c094c9408d66f56ed1ded345b2bb5ebc69bb0290903e"},
+      {GgmlType::kIQ4_XS, {256, 136, {0}}, 0xc9cc97ec,
+       "f1a81eebc0ffd094649de612c53cc6bb1dac98fbcbfd7a6abb3bf76b06434910"},
   };
   const std::vector<float> x = golden_input();
   Rng rng(0x94D049BB133111EBULL);

@@ -199,6 +199,19 @@ int main(void) {
      {176, 256, {0, 2}, 2, 0, 0}},
     {"q6_K_q8_K", ggml_vec_dot_q6_K_q8_K, (quant_fn)quantize_row_q8_K_ref, 292,
      {210, 256, {208}, 1, 0, 0}},
+    // Added later, after the cases above (whose digests are unchanged, the stream continuing).
+    {"q5_0_q8_0", ggml_vec_dot_q5_0_q8_0, (quant_fn)quantize_row_q8_0_ref, 34,
+     {22, 32, {0}, 1, 0, 0}},
+    {"q5_1_q8_1", ggml_vec_dot_q5_1_q8_1, (quant_fn)quantize_row_q8_1_ref, 36,
+     {24, 32, {0, 2}, 2, 2, 0}},
+    {"q2_K_q8_K", ggml_vec_dot_q2_K_q8_K, (quant_fn)quantize_row_q8_K_ref, 292,
+     {84, 256, {80, 82}, 2, 0, 0}},
+    {"q3_K_q8_K", ggml_vec_dot_q3_K_q8_K, (quant_fn)quantize_row_q8_K_ref, 292,
+     {110, 256, {108}, 1, 0, 0}},
+    {"iq4_nl_q8_0", ggml_vec_dot_iq4_nl_q8_0, (quant_fn)quantize_row_q8_0_ref, 34,
+     {18, 32, {0}, 1, 0, 0}},
+    {"iq4_xs_q8_K", ggml_vec_dot_iq4_xs_q8_K, (quant_fn)quantize_row_q8_K_ref, 292,
+     {136, 256, {0}, 1, 0, 0}},
   };
   g_state = 0x94D049BB133111EBULL;
   for (size_t t = 0; t < sizeof(dots) / sizeof(dots[0]); ++t) {
