@@ -1,6 +1,6 @@
 // Q2_K (GGML type 10) and Q3_K (type 11): 256-element super-blocks, 16 sub-blocks of 16, as
-// ggml-common.h's block_q2_K / block_q3_K. Dequantization and the dot products against Q8_K (no
-// quantizer), with the arithmetic of ggml-quants.c's dequantize_row_q{2,3}_K and the generic
+// ggml-common.h's block_q2_K / block_q3_K, with the arithmetic of ggml-quants.c's
+// quantize_row_q{2,3}_K_ref and dequantize_row_q{2,3}_K and of the generic
 // ggml_vec_dot_q{2,3}_K_q8_K of ggml-cpu-quants.c at llama.cpp
 // c392e5094deaf2d1a7c18683214f007fad3fe42b.
 //
@@ -29,6 +29,16 @@ namespace bitnet::quant {
 
 inline constexpr int64_t kQ2_KBlockBytes = 84;
 inline constexpr int64_t kQ3_KBlockBytes = 110;
+
+// quantize_row_q{2,3}_K_ref for one block: x[256] (finite) -> dst[84] / dst[110].
+//   Q2_K: per sub-block make_qkx2_quants(16, 3, weights |x|, rmin -0.5, rdelta 0.1, 15 steps,
+//         absolute error); scales and mins to 4 bits against the largest of each; the codes
+//         recomputed from the rounded scales (a sub-block whose scale rounds to 0 keeps the
+//         search's codes).
+//   Q3_K: per sub-block make_q3_quants(16, 4); the scales to 6 bits against the one of
+//         largest magnitude (d = 1 / iscale); codes recomputed as Q2_K's.
+void q2_K_quantize_block(const float* x, uint8_t* dst);
+void q3_K_quantize_block(const float* x, uint8_t* dst);
 
 // dequantize_row_q{2,3}_K: src -> y[256].
 void q2_K_dequantize_block(const uint8_t* src, float* y);

@@ -21,8 +21,8 @@ bool is_ternary(GgmlType type);      // I2_S, TQ2_0, TQ1_0
 // F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS, I2_S, TQ2_0,
 // TQ1_0.
 bool can_dequantize(GgmlType type);
-// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K, I2_S, TQ2_0,
-// TQ1_0 (Q8_1 is quantize-only, as in ggml; Q2_K, Q3_K, IQ4_NL and IQ4_XS are dequantize-only here).
+// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS, I2_S,
+// TQ2_0, TQ1_0 (Q8_1 is quantize-only, as in ggml).
 bool can_quantize(GgmlType type);
 
 // Dequantizes n elements from src, which must hold exactly ggml_tensor_n_bytes(type, n) bytes,
