@@ -333,18 +333,13 @@ TEST(KQuants, RequantizingMovesLittle) {
 constexpr GgmlType kQ8KDotTypes[] = {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
                                      GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS};
 
-// vec_dot_X_q8_K(w, quantize_q8_K(x)) against the float dot of the dequantized operands. The
-// formats without a quantizer here (Q2_K, Q3_K, IQ4_XS) get random blocks, a new seed per
-// distribution of the activations.
+// vec_dot_X_q8_K(w, quantize_q8_K(x)) against the float dot of the dequantized operands.
 TEST(KQuants, DotProductsMatchDequantizedDot) {
   const int64_t n = 256 * 12;
   for (GgmlType type : kQ8KDotTypes) {
     for (Dist dist : testing::kDists) {
       SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " " << dist_name(dist));
-      const std::vector<uint8_t> w =
-          can_quantize(type)
-              ? quantized(type, testing::random_floats(n, dist, 21), n)
-              : testing::random_weight_blocks(type, n, 21 + static_cast<uint32_t>(dist));
+      const std::vector<uint8_t> w = quantized(type, testing::random_floats(n, dist, 21), n);
       const std::vector<uint8_t> a =
           quantized(GgmlType::kQ8_K, testing::random_floats(n, Dist::kNormal, 22), n);
       const testing::RefDot ref =

@@ -181,16 +181,14 @@ constexpr GgmlType kDotTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ
 
 // vec_dot against the float dot of the dequantized operands (double, so the reference has no
 // rounding to speak of), within 1e-5 of the sum of |terms|; Q4_1 and Q5_1 also within
-// q8_1_s_slack. IQ4_NL (no quantizer here) gets random blocks.
+// q8_1_s_slack.
 TEST(Legacy, DotProductsMatchDequantizedDot) {
   const int64_t n = 32 * 96;
   for (GgmlType type : kDotTypes) {
     SCOPED_TRACE(ggml_type_name(type));
     const GgmlType a_type = *vec_dot_type(type);
     const std::vector<uint8_t> w =
-        type == GgmlType::kIQ4_NL
-            ? testing::random_weight_blocks(type, n, 11)
-            : quantized(type, testing::random_floats(n, Dist::kNormal, 11), n);
+        quantized(type, testing::random_floats(n, Dist::kNormal, 11), n);
     const auto w_block = static_cast<int64_t>(*ggml_tensor_n_bytes(type, 32));
     const std::vector<uint8_t> a =
         quantized(a_type, testing::random_floats(n, Dist::kHeavyTail, 12), n);

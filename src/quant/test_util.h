@@ -118,7 +118,7 @@ inline double q8_1_s_slack(std::span<const uint8_t> w, std::span<const uint8_t> 
   return slack;
 }
 
-// Byte offsets of the fp16 scale fields of the weight formats without a quantizer here.
+// Byte offsets of the fp16 scale fields of Q2_K (d, dmin), Q3_K, IQ4_NL and IQ4_XS.
 inline std::vector<int> fp16_scale_offsets(GgmlType type) {
   switch (type) {
     case GgmlType::kQ2_K: return {80, 82};  // d, dmin
@@ -127,25 +127,6 @@ inline std::vector<int> fp16_scale_offsets(GgmlType type) {
     case GgmlType::kIQ4_XS: return {0};
     default: return {};
   }
-}
-
-// n elements of `type` (Q2_K, Q3_K, IQ4_NL, IQ4_XS) as random bytes, every code, scale and
-// high bit random, with the fp16 scale fields replaced by finite positive values in
-// [2^-8, 2^-6) so that the dequantized weights look like a model's.
-inline std::vector<uint8_t> random_weight_blocks(GgmlType type, int64_t n, uint32_t seed) {
-  const GgmlTypeTraits t = *ggml_type_traits(static_cast<uint32_t>(type));
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> w(static_cast<size_t>(n / t.block_elems * t.block_bytes));
-  for (uint8_t& byte : w) byte = static_cast<uint8_t>(rng());
-  std::uniform_real_distribution<float> scale(0x1p-8f, 0x1p-6f);
-  for (int64_t b = 0; b < n / t.block_elems; ++b) {
-    for (int at : fp16_scale_offsets(type)) {
-      const uint16_t h = fp32_to_fp16(scale(rng));
-      w[static_cast<size_t>(b * t.block_bytes + at)] = static_cast<uint8_t>(h & 0xff);
-      w[static_cast<size_t>(b * t.block_bytes + at + 1)] = static_cast<uint8_t>(h >> 8);
-    }
-  }
-  return w;
 }
 
 // The round-trip error bound of a format per input distribution (relative rmse).
