@@ -59,7 +59,9 @@ void q2_K_quantize_block(const float* x, uint8_t* dst) {
   uint8_t* sc = dst;
   if (max_scale > 0.0f) {
     const float iscale = kQ4Scale / max_scale;
-    for (int s = 0; s < kSubBlocks; ++s) sc[s] = static_cast<uint8_t>(nearest_int(iscale * scales[s]));
+    for (int s = 0; s < kSubBlocks; ++s) {
+      sc[s] = static_cast<uint8_t>(nearest_int(iscale * scales[s]));
+    }
     store_u16(dst + 80, fp32_to_fp16(max_scale / kQ4Scale));
   } else {
     std::memset(sc, 0, kSubBlocks);

@@ -1,5 +1,6 @@
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and the 32-block dot products: hand-built blocks whose values
-// are obvious (d = 1 or 0.5 in fp16), round-trip error, exact re-quantization, dot products.
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and the 32-block dot products (IQ4_NL's too): hand-built blocks
+// whose values are obvious (d = 1 or 0.5 in fp16), round-trip error, exact re-quantization, dot
+// products.
 #include <gtest/gtest.h>
 
 #include <cmath>
