@@ -16,8 +16,9 @@ namespace {
 
 constexpr GgmlType kTargets[] = {
     GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0, GgmlType::kQ4_1,
-    GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
-    GgmlType::kQ6_K, GgmlType::kI2_S, GgmlType::kTQ1_0, GgmlType::kTQ2_0,
+    GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS,
+    GgmlType::kI2_S, GgmlType::kTQ1_0, GgmlType::kTQ2_0,
 };
 
 bool is_float(GgmlType t) { return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16; }
@@ -39,6 +40,9 @@ GgmlType fallback(GgmlType t, int64_t ne0) {
     case GgmlType::kTQ1_0:
     case GgmlType::kTQ2_0:
     case GgmlType::kI2_S: f = GgmlType::kQ4_0; break;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kIQ4_XS: f = GgmlType::kIQ4_NL; break;
     case GgmlType::kQ4_K: f = GgmlType::kQ5_0; break;
     case GgmlType::kQ5_K: f = GgmlType::kQ5_1; break;
     case GgmlType::kQ6_K: f = GgmlType::kQ8_0; break;
@@ -75,9 +79,13 @@ uint32_t file_type_of(GgmlType type) {
     case GgmlType::kQ8_0: return 7;
     case GgmlType::kQ5_0: return 8;
     case GgmlType::kQ5_1: return 9;
+    case GgmlType::kQ2_K: return 10;
+    case GgmlType::kQ3_K: return 11;  // Q3_K_S
     case GgmlType::kQ4_K: return 14;  // Q4_K_S: every quantized tensor Q4_K but the head
     case GgmlType::kQ5_K: return 16;  // Q5_K_S
     case GgmlType::kQ6_K: return 18;
+    case GgmlType::kIQ4_NL: return 25;
+    case GgmlType::kIQ4_XS: return 30;
     case GgmlType::kBF16: return 32;
     case GgmlType::kTQ1_0: return 36;
     case GgmlType::kTQ2_0: return 37;

@@ -9,7 +9,8 @@
 //   - an untied token_embd.weight becomes --embd-type if given, else Q4_K for TQ1_0/TQ2_0
 //     targets, else the target;
 //   - a tensor whose rows are not whole blocks of its type falls back as llama-quantize does
-//     (TQ1_0/TQ2_0/I2_S -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; F16 if that fails too).
+//     (TQ1_0/TQ2_0/I2_S -> Q4_0, Q2_K/Q3_K/IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1,
+//     Q6_K -> Q8_0; F16 if that fails too).
 // Every key is copied; general.file_type and general.quantization_version are set for the
 // target. The file is written tensor by tensor (gguf::Writer::write_streamed): memory holds one
 // tensor at a time, and the output appears only when complete.

@@ -45,6 +45,8 @@ TEST(QuantizePlan, LlamaQuantizeRules) {
   p = plan_quantization(tied, GgmlType::kQ4_K, GgmlType::kQ8_0, std::nullopt);
   EXPECT_EQ(plan_of(p, "token_embd.weight").to, GgmlType::kQ8_0);
   EXPECT_EQ(plan_of(p, "blk.0.odd.weight").to, GgmlType::kQ5_0);
+  p = plan_quantization(tied, GgmlType::kQ3_K, std::nullopt, std::nullopt);
+  EXPECT_EQ(plan_of(p, "blk.0.odd.weight").to, GgmlType::kIQ4_NL);
 
   std::vector<TensorShape> untied = tied;
   untied.push_back({"output.weight", GgmlType::kF16, 2, 2560});
