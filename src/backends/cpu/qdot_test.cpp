@@ -102,6 +102,30 @@ TEST_P(QuantDotMatchesTwin, EveryTypeShapeAndExtreme) {
   }
 }
 
+// The 32-element formats at widths that are no multiple of 4 blocks (kernels may take blocks
+// in groups and finish one at a time), and of a single block.
+TEST_P(QuantDotMatchesTwin, ShortRowsOfThe32ElementFormats) {
+  std::mt19937 rng(12);
+  for (GgmlType type : dot_types()) {
+    if (ggml_type_traits(static_cast<uint32_t>(type))->block_elems != 32) continue;
+    const GgmlType act_type = *quant::vec_dot_type(type);
+    const QuantDotFn dot = set().quant_dot(type);
+    for (int64_t n : {32, 64, 96, 160, 224, 288}) {
+      for (int kind = 0; kind < 4; ++kind) {
+        SCOPED_TRACE(std::string(ggml_type_name(type)) + " n=" + std::to_string(n) + " kind " + std::to_string(kind));
+        const auto w = quantized(type, inputs(kind, n, rng));
+        const auto a = quantized(act_type, inputs((kind + 1) % 4, n, rng));
+        const float want = quant::vec_dot_fn(type)(n, w.data(), a.data());
+        const auto wd = dequantized(type, w, n);
+        const auto ad = dequantized_act(act_type, a, n);
+        double magnitude = 0.0;
+        for (size_t i = 0; i < wd.size(); ++i) magnitude += std::abs(static_cast<double>(wd[i]) * ad[i]);
+        EXPECT_NEAR(dot(n, w.data(), a.data()), want, 2e-6 * magnitude + 1e-30);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, QuantDotMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
 
 }  // namespace

@@ -1,0 +1,80 @@
+// Micro-benchmarks of the kernel sets' quantized-activation row dots (KernelSet::quant_dot):
+// a GEMV of a 2048 x 2048 weight of each llama.cpp quant type against one activation row
+// quantized to the type's vec_dot_type, one thread, row after row as the backend calls it.
+// The "scalar" set runs the twins (quant::vec_dot_fn), the baseline of the SIMD sets.
+// Counters (per CPU second, the machine may be shared): GB/s = weight bytes read per second,
+// GMAC/s = multiply-adds per second.
+//
+//   build-x86/bin/bench_quant_dot --benchmark_filter='q4_1'
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernel_set.h"
+#include "gguf/types.h"
+#include "quant/quant.h"
+
+namespace bitnet::cpu {
+namespace {
+
+constexpr int64_t kRows = 2048;
+constexpr int64_t kCols = 2048;
+
+std::vector<float> normal_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+// Random weights of `type` (kRows rows of kCols), kept for the whole run.
+const std::vector<uint8_t>& weight_bytes(GgmlType type) {
+  static std::map<int, std::vector<uint8_t>> cache;
+  auto& bytes = cache[static_cast<int>(type)];
+  if (bytes.empty()) bytes = *quant::quantize(type, normal_floats(kRows * kCols, 1).data(), kRows, kCols);
+  return bytes;
+}
+
+void bench_gemv(benchmark::State& state, const KernelSet* set, GgmlType type) {
+  const auto& w = weight_bytes(type);
+  const auto a = *quant::quantize(*quant::vec_dot_type(type), normal_floats(kCols, 2).data(), 1, kCols);
+  const QuantDotFn dot = set->quant_dot(type);
+  const auto row_bytes = static_cast<int64_t>(w.size()) / kRows;
+  std::vector<float> y(kRows);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRows; ++r) y[static_cast<size_t>(r)] = dot(kCols, w.data() + r * row_bytes, a.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.size()) * n / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(kRows * kCols) * n / 1e9, benchmark::Counter::kIsRate);
+}
+
+void register_set(const KernelSet* set) {
+  for (uint32_t t = 0; t < 64; ++t) {
+    const auto type = static_cast<GgmlType>(t);
+    if (!ggml_type_traits(t).has_value() || quant::vec_dot_fn(type) == nullptr || !quant::can_quantize(type)) continue;
+    benchmark::RegisterBenchmark(fmt::format("gemv_qdot_{}/{}/{}x{}", ggml_type_name(type), set->name, kRows, kCols).c_str(),
+                                 bench_gemv, set, type);
+  }
+}
+
+}  // namespace
+}  // namespace bitnet::cpu
+
+int main(int argc, char** argv) {
+  const bitnet::CpuFeatures features = bitnet::detect_cpu_features();
+  for (const bitnet::cpu::KernelSet* set : bitnet::cpu::kernel_sets()) {
+    if (set->supported(features)) bitnet::cpu::register_set(set);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
