@@ -60,10 +60,12 @@ int32_t hsum_i32(__m256i v) {
 // ---- 32-element blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) ----
 
 // 16 bytes of nibbles -> 32 codes: byte j (j < 16) the low nibble of p[j], byte j + 16 the
-// high one (ggml's element order of Q4_0..Q5_1).
+// high one (ggml's element order of Q4_0..Q5_1). The bytes go to both 128-bit lanes, and the
+// high lane's 32-bit words shift right by 4 (vpsrlvd), so every byte's high nibble drops into
+// its low nibble there.
 __m256i nibbles32(const uint8_t* p) {
-  const __m128i x = load128(p);
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0f));
+  const __m256i x = _mm256_broadcastsi128_si256(load128(p));
+  return _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
 }
 
 // The little-endian uint32 of fifth bits at p -> 32 bytes, byte j = 0x10 where bit j is set.
@@ -76,24 +78,30 @@ __m256i fifth_bits32(const uint8_t* p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
 }
 
+// The 32-bit words at p, p + stride, p + 2 stride, p + 3 stride.
+__m128i gather4_u32(const uint8_t* p, int64_t stride) {
+  const __m128i w01 = _mm_unpacklo_epi32(load128(p), load128(p + stride));
+  const __m128i w23 = _mm_unpacklo_epi32(load128(p + 2 * stride), load128(p + 3 * stride));
+  return _mm_unpacklo_epi64(w01, w23);
+}
+
 // acc + (d_w * d_a) * isum for four blocks of fp16 d first (strides ws, as), block i's isum in
-// lanes i and i + 4.
+// lanes i and i + 4. The d's are read as 32-bit words (the other half of each converts to an
+// unused float) and brought together with the one vpermps.
 __m256 scaled_d(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m256 isum, __m256 acc) {
-  const auto h = [](const uint8_t* p) { return static_cast<short>(load_u16(p)); };
-  const __m256 f = _mm256_cvtph_ps(_mm_setr_epi16(h(w), h(w + ws), h(w + 2 * ws), h(w + 3 * ws),  //
-                                                  h(a), h(a + as), h(a + 2 * as), h(a + 3 * as)));
-  const __m128 d = _mm_mul_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
-  return _mm256_fmadd_ps(_mm256_set_m128(d, d), isum, acc);
+  const __m256 p = _mm256_mul_ps(_mm256_cvtph_ps(gather4_u32(w, ws)), _mm256_cvtph_ps(gather4_u32(a, as)));
+  const __m256 d = _mm256_permutevar8x32_ps(p, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+  return _mm256_fmadd_ps(d, isum, acc);
 }
 
 // As scaled_d for blocks of fp16 (d, m) against Q8_1's (d, s): one product gives
-// [d_w d_a, m_w s_a] per block; the d products are spread as isum wants them, the m s ones added.
-__m256 scaled_dm(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m256 isum, __m256 acc) {
-  const __m256 wdm = _mm256_cvtph_ps(_mm_setr_epi32(load_i32(w), load_i32(w + ws), load_i32(w + 2 * ws), load_i32(w + 3 * ws)));
-  const __m256 ads = _mm256_cvtph_ps(_mm_setr_epi32(load_i32(a), load_i32(a + as), load_i32(a + 2 * as), load_i32(a + 3 * as)));
-  const __m256 p = _mm256_mul_ps(wdm, ads);  // [D0 MS0 D1 MS1 | D2 MS2 D3 MS3]
+// [d_w d_a, m_w s_a] per block; the d products are spread as isum wants them, and the whole
+// product goes to acc_ms, whose odd lanes (the m s terms) are all the caller keeps of it.
+__m256 scaled_dm(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m256 isum, __m256 acc, __m256* acc_ms) {
+  const __m256 p = _mm256_mul_ps(_mm256_cvtph_ps(gather4_u32(w, ws)), _mm256_cvtph_ps(gather4_u32(a, as)));
+  *acc_ms = _mm256_add_ps(*acc_ms, p);  // [D0 MS0 D1 MS1 | D2 MS2 D3 MS3]
   const __m256 d = _mm256_permutevar8x32_ps(p, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
-  return _mm256_add_ps(_mm256_fmadd_ps(d, isum, acc), _mm256_blend_ps(_mm256_setzero_ps(), p, 0xaa));
+  return _mm256_fmadd_ps(d, isum, acc);
 }
 
 // Per-type pieces of a 32-element block dot. pairs(): the block's 32 products as 16 int16
@@ -108,7 +116,7 @@ struct Q4_0 {
     // (q - 8) * x = q * x - 8 * x, both halves as vpmaddubsw pairs (q <= 15: no saturation).
     return _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(w + 2), x), _mm256_maddubs_epi16(_mm256_set1_epi8(8), x));
   }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc) {
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
     return scaled_d(w, kW, a, kA, isum, acc);
   }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
@@ -124,7 +132,7 @@ struct Q8_0 {
     const __m256i q = load256(w + 2);
     return _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load256(a + 2), q));
   }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc) {
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
     return scaled_d(w, kW, a, kA, isum, acc);
   }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
@@ -140,7 +148,7 @@ struct Q5_0 {
     const __m256i q = _mm256_or_si256(nibbles32(w + 6), fifth_bits32(w + 2));
     return _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), _mm256_maddubs_epi16(_mm256_set1_epi8(16), x));
   }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc) {
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
     return scaled_d(w, kW, a, kA, isum, acc);
   }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
@@ -154,8 +162,8 @@ struct Q4_1 {
   static __m256i pairs(const uint8_t* w, const uint8_t* a) {
     return _mm256_maddubs_epi16(nibbles32(w + 4), load256(a + 4));
   }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc) {
-    return scaled_dm(w, kW, a, kA, isum, acc);
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256* acc_ms) {
+    return scaled_dm(w, kW, a, kA, isum, acc, acc_ms);
   }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
     return fp16(w) * fp16(a) * static_cast<float>(sumi) + fp16(w + 2) * fp16(a + 2);
@@ -169,8 +177,8 @@ struct Q5_1 {
     const __m256i q = _mm256_or_si256(nibbles32(w + 8), fifth_bits32(w + 4));
     return _mm256_maddubs_epi16(q, load256(a + 4));
   }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc) {
-    return scaled_dm(w, kW, a, kA, isum, acc);
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256* acc_ms) {
+    return scaled_dm(w, kW, a, kA, isum, acc, acc_ms);
   }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
     return fp16(w) * fp16(a) * static_cast<float>(sumi) + fp16(w + 2) * fp16(a + 2);
@@ -186,6 +194,7 @@ float dot_blocks32(int64_t n, const uint8_t* w, const uint8_t* a) {
   const int64_t nb = n / 32;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc = _mm256_setzero_ps();
+  __m256 acc_ms = _mm256_setzero_ps();  // formats with a min: the m_w s_a terms in odd lanes
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const uint8_t* wb = w + b * T::kW;
@@ -201,9 +210,9 @@ float dot_blocks32(int64_t n, const uint8_t* w, const uint8_t* a) {
       isum = _mm256_hadd_epi32(_mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
                                _mm256_hadd_epi32(_mm256_madd_epi16(p2, ones), _mm256_madd_epi16(p3, ones)));
     }
-    acc = T::scaled(wb, ab, _mm256_cvtepi32_ps(isum), acc);
+    acc = T::scaled(wb, ab, _mm256_cvtepi32_ps(isum), acc, &acc_ms);
   }
-  float sum = hsum(acc);
+  float sum = hsum(_mm256_add_ps(acc, _mm256_blend_ps(_mm256_setzero_ps(), acc_ms, 0xaa)));
   for (; b < nb; ++b) {
     const uint8_t* wb = w + b * T::kW;
     const uint8_t* ab = a + b * T::kA;
