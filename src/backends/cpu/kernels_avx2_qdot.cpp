@@ -106,8 +106,8 @@ __m256 scaled_dm(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m
 
 // Per-type pieces of a 32-element block dot. pairs(): the block's 32 products as 16 int16
 // pair sums; kHaddInt16: four of those added stay within int16, so four blocks reduce with
-// vphaddw; scales4(): (d_w * d_a) of blocks i = 0..3 in lanes i and i + 4, and (for the
-// formats with a min) the min terms m_w * s_a, added to acc; tail(): one block in scalars.
+// vphaddw; scaled(): acc plus four blocks' sums (block i in lanes i and i + 4) times their
+// d_w * d_a, the formats with a min adding m_w * s_a to acc_ms; tail(): one block in scalars.
 struct Q4_0 {
   static constexpr int64_t kW = 18, kA = 34;
   static constexpr bool kHaddInt16 = true;  // |(q - 8) * x| pairs <= 2032
@@ -185,6 +185,31 @@ struct Q5_1 {
   }
 };
 
+
+// ggml's kvalues_iq4nl (quant/iq4.h), a vpshufb table in both 128-bit lanes.
+__m256i iq4_table() {
+  return _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+}
+
+// The signed products of 32 table values v (int8) with 32 activations as 16 int16 pairs:
+// |v| meets x carrying v's sign (vpsignb), pairs up to 2 * 127 * 127.
+__m256i signed_pairs(__m256i v, __m256i x) { return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)); }
+
+struct IQ4_NL {
+  static constexpr int64_t kW = 18, kA = 34;
+  static constexpr bool kHaddInt16 = false;  // pairs up to 2 * 127 * 127
+  // The codes index the table (one vpshufb), then signed x signed as Q8_0.
+  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+    return signed_pairs(_mm256_shuffle_epi8(iq4_table(), nibbles32(w + 2)), load256(a + 2));
+  }
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
+    return scaled_d(w, kW, a, kA, isum, acc);
+  }
+  static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
+    return fp16(a) * fp16(w) * static_cast<float>(sumi);
+  }
+};
 
 // Four blocks per step: each block's int16 pairs, reduced with horizontal adds so that block
 // i's exact integer sum lies in int32 lanes i and i + 4, then one convert and one FMA against
@@ -356,16 +381,146 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc);
 }
 
+// One Q2_K row (scales[16]: low nibble scale, high nibble min of 16-element sub-block s;
+// qs[64]: 2-bit codes, element 128h + 32j + r at bits 2j of qs[32h + r]; fp16 d, dmin at 80,
+// 82) against Q8_K. One 32-byte load of qs per half h gives four 32-element groups j by shifts;
+// a group spans sub-blocks 2p, 2p+1 (p = 4h + j), so the scales are widened once per block
+// with the even sub-blocks in the low 128-bit lane and the odd ones in the high lane, and one
+// in-lane vpshufb gives a group's pair. The mins meet the activations' 16-element sums.
+float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 84;
+    const uint8_t* act = a + b * 292;
+    const float a_d = load_f32(act);
+    const __m128i sc_mn = load128(blk);
+    const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc_mn, 4), low4);
+    const __m256i min_terms = _mm256_madd_epi16(load256(act + 260), _mm256_cvtepu8_epi16(mins));
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(a_d * fp16(blk + 82)), _mm256_cvtepi32_ps(min_terms), acc_min);
+    const __m256i scales = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(sc_mn, low4), even_odd));
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(blk + 16 + 32 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2);
+        const __m256i p = _mm256_maddubs_epi16(codes, load256(q8 + 128 * h + 32 * j));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + j))));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(a_d * fp16(blk + 80)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc) - hsum(acc_min);
+}
+
+// Q3_K's 12 scale bytes -> the 16 6-bit scales (layout in quant/q2_k_q3_k.h), minus 32, as
+// int8: four words of low nibbles with their top 2 bits put on.
+__m128i q3_K_scales(const uint8_t* p) {
+  constexpr uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, p, 12);
+  const uint32_t s0 = (u[0] & k4) | (u[2] & k2) << 4;
+  const uint32_t s1 = (u[1] & k4) | ((u[2] >> 2) & k2) << 4;
+  const uint32_t s2 = ((u[0] >> 4) & k4) | ((u[2] >> 4) & k2) << 4;
+  const uint32_t s3 = ((u[1] >> 4) & k4) | ((u[2] >> 6) & k2) << 4;
+  const __m128i v = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1), static_cast<int>(s2), static_cast<int>(s3));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+// One Q3_K row (hmask[32], qs[64] as Q2_K's, 12 scale bytes, fp16 d at 108) against Q8_K.
+// code = low2 - 4 + 4 * high bit: the unsigned u = low2 + 4 * high (0..7) goes through
+// vpmaddubsw as Q2_K's codes, and the "- 4" of every code is taken once per block from the
+// activations' 16-element sums (as Q6_K's "- 32"). The high bit of element 128h + 32j + r is
+// bit 4h + j of hmask[r].
+float dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  const __m256i bit2 = _mm256_set1_epi8(4);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 110;
+    const uint8_t* act = a + b * 292;
+    const __m128i sc8 = q3_K_scales(blk + 96);
+    // 4 * sum_s scale_s * bsum_s, subtracted.
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                    _mm256_slli_epi32(_mm256_madd_epi16(load256(act + 260), _mm256_cvtepi8_epi16(sc8)), 2));
+    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+    const __m256i hm = load256(blk);
+    const uint8_t* q8 = act + 4;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(blk + 32 + 32 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        // Bit 4h + j of hmask to bit 2: shifts within 16-bit lanes keep bit 2 of each byte its own.
+        const int bit = 4 * h + j;
+        const __m256i high = bit <= 2 ? _mm256_slli_epi16(hm, 2 - bit) : _mm256_srli_epi16(hm, bit - 2);
+        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2), _mm256_and_si256(high, bit2));
+        const __m256i p = _mm256_maddubs_epi16(u, load256(q8 + 128 * h + 32 * j));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(bit))));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk + 108) * load_f32(act)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
+// One IQ4_XS row (fp16 d, scales_h, scales_l[4], qs[128]: eight 32-element sub-blocks laid out
+// as IQ4_NL blocks) against Q8_K: table lookup and signed products as IQ4_NL, each sub-block's
+// 6-bit scale - 32 applied in integers by vpmaddwd (the twin applies it in float: the integer
+// sums agree, the float steps differ only in rounding).
+float dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m256i table = iq4_table();
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 136;
+    const uint8_t* act = a + b * 292;
+    // Scale s: nibble s % 2 of scales_l[s / 2], bits 2s, 2s+1 of scales_h on top (vpmullw by
+    // 2^(14 - 2s) brings them to bits 14, 15).
+    const __m128i sl = _mm_cvtsi32_si128(load_i32(blk + 4));
+    const __m128i lo = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(sl, _mm_set1_epi8(0x0f)),
+                                                           _mm_and_si128(_mm_srli_epi16(sl, 4), _mm_set1_epi8(0x0f))));
+    const __m128i hi = _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(load_u16(blk + 2))),
+                                                      _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
+                                      14);
+    const __m128i sc16 = _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+    const __m256i scales = _mm256_broadcastsi128_si256(sc16);
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m256i v = _mm256_shuffle_epi8(table, nibbles32(blk + 8 + 16 * s));
+      const __m256i p = signed_pairs(v, load256(q8 + 32 * s));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(s))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk) * load_f32(act)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
 }  // namespace
 
 QuantDotFn quant_dot(GgmlType type) {
+  if (quant::vec_dot_fn(type) == nullptr) return nullptr;  // no twin, no dot
   switch (type) {
     case GgmlType::kQ4_0: return dot_blocks32<Q4_0>;
     case GgmlType::kQ4_1: return dot_blocks32<Q4_1>;
+    case GgmlType::kQ5_0: return dot_blocks32<Q5_0>;
+    case GgmlType::kQ5_1: return dot_blocks32<Q5_1>;
     case GgmlType::kQ8_0: return dot_blocks32<Q8_0>;
+    case GgmlType::kIQ4_NL: return dot_blocks32<IQ4_NL>;
+    case GgmlType::kQ2_K: return dot_q2_K_q8_K;
+    case GgmlType::kQ3_K: return dot_q3_K_q8_K;
     case GgmlType::kQ4_K: return dot_q4_K_q8_K;
     case GgmlType::kQ5_K: return dot_q5_K_q8_K;
     case GgmlType::kQ6_K: return dot_q6_K_q8_K;
+    case GgmlType::kIQ4_XS: return dot_iq4_xs_q8_K;
     default: return quant::vec_dot_fn(type);
   }
 }
