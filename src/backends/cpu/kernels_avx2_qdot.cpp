@@ -3,10 +3,12 @@
 // the scalar twins (quant::vec_dot_fn) compute them, the float accumulation in another order.
 // Types without a dot here get the twin.
 //
-// Every dot multiplies bytes with vpmaddubsw (unsigned codes x signed activations, two products
-// per int16): the codes stay unsigned (0..63) and a code offset ("- 8", "- 32") is taken from
-// the activations separately, so no int16 pair can saturate. Activations are in [-127, 127]
-// (the Q8 quantizers round amax to 127).
+// Every dot multiplies bytes with vpmaddubsw (unsigned x signed bytes, two products per int16).
+// Codes stay unsigned (0..63) and a code offset ("- 8", "- 32") is taken from the activations
+// separately (a second vpmaddubsw, or the Q8_K 16-element sums); signed weights (Q8_0, the IQ4
+// table values) go as |w| against x with w's sign (vpsignb). Activations are in [-127, 127]
+// (the Q8 quantizers round amax to 127), so no int16 pair can saturate; each kernel notes its
+// bound. Every load stays inside its block (the smallest, 18 bytes, holds a 16-byte load).
 #include <immintrin.h>
 
 #include <cstring>
