@@ -2,6 +2,13 @@
 // against 8-bit activation blocks (quant::vec_dot_type), the block sums in integers exactly as
 // the scalar twins (quant::vec_dot_fn) compute them, the float accumulation in another order.
 // Types without a dot here get the twin.
+//
+// Every dot multiplies bytes with vpmaddubsw (unsigned x signed bytes, two products per int16).
+// Codes stay unsigned (0..63) and a code offset ("- 8", "- 32") is taken from the activations
+// separately (a second vpmaddubsw, or the Q8_K 16-element sums); signed weights (Q8_0, the IQ4
+// table values) go as |w| against x with w's sign (vpsignb). Activations are in [-127, 127]
+// (the Q8 quantizers round amax to 127), so no int16 pair can saturate; each kernel notes its
+// bound. Every load stays inside its block (the smallest, 18 bytes, holds a 16-byte load).
 #include <immintrin.h>
 
 #include <cstring>
@@ -18,57 +25,356 @@ uint16_t load_u16(const uint8_t* p) {
   return v;
 }
 
+int32_t load_i32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+__m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+__m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+float fp16(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
+
 float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-// One Q6_K row (quant/q6_k.h: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16], fp16
-// d) against Q8_K activations (quant/q8_k.h), in integers as ggml_vec_dot_q6_K_q8_K: per 32
-// elements the codes q in [0, 63] meet the int8 activations in vpmaddubsw (two products of at
-// most 63 * 127 per int16: no saturation), vpmaddwd applies the sub-block scales, and the
-// "- 32" of every code is taken once per block from the activations' 16-element sums.
-float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
-  // Shuffles that spread scale bytes 2p and 2p+1 over 8 bytes each (sub-blocks 2p, 2p+1 are
-  // the 32 elements of pair p = 4h + k).
-  static const __m128i kPairMask[8] = {
-      _mm_set_epi8(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-      _mm_set_epi8(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
-      _mm_set_epi8(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
-      _mm_set_epi8(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6),
-      _mm_set_epi8(9, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 8),
-      _mm_set_epi8(11, 11, 11, 11, 11, 11, 11, 11, 10, 10, 10, 10, 10, 10, 10, 10),
-      _mm_set_epi8(13, 13, 13, 13, 13, 13, 13, 13, 12, 12, 12, 12, 12, 12, 12, 12),
-      _mm_set_epi8(15, 15, 15, 15, 15, 15, 15, 15, 14, 14, 14, 14, 14, 14, 14, 14)};
+float hsum128(__m128 s) {
+  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+int32_t hsum_i32(__m256i v) {
+  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  const __m128i s2 = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+}
+
+// ---- 32-element blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) ----
+
+// 16 bytes of nibbles -> 32 codes: byte j (j < 16) the low nibble of p[j], byte j + 16 the
+// high one (ggml's element order of Q4_0..Q5_1). The bytes go to both 128-bit lanes, and the
+// high lane's 32-bit words shift right by 4 (vpsrlvd), so every byte's high nibble drops into
+// its low nibble there.
+__m256i nibbles32(const uint8_t* p) {
+  const __m256i x = _mm256_broadcastsi128_si256(load128(p));
+  return _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
+}
+
+// The little-endian uint32 of fifth bits at p -> 32 bytes, byte j = 0x10 where bit j is set.
+__m256i fifth_bits32(const uint8_t* p) {
+  // Byte j takes byte j / 8 of the word (the word is in both 128-bit lanes), then tests bit j % 8.
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(load_i32(p)), spread), bit);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
+// The 32-bit words at p, p + stride, p + 2 stride, p + 3 stride.
+__m128i gather4_u32(const uint8_t* p, int64_t stride) {
+  const __m128i w01 = _mm_unpacklo_epi32(load128(p), load128(p + stride));
+  const __m128i w23 = _mm_unpacklo_epi32(load128(p + 2 * stride), load128(p + 3 * stride));
+  return _mm_unpacklo_epi64(w01, w23);
+}
+
+// acc + (d_w * d_a) * isum for four blocks of fp16 d first (strides ws, as), block i's isum in
+// lanes i and i + 4. The d's are read as 32-bit words (the other half of each converts to an
+// unused float) and brought together with the one vpermps.
+__m256 scaled_d(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m256 isum, __m256 acc) {
+  const __m256 p = _mm256_mul_ps(_mm256_cvtph_ps(gather4_u32(w, ws)), _mm256_cvtph_ps(gather4_u32(a, as)));
+  const __m256 d = _mm256_permutevar8x32_ps(p, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+  return _mm256_fmadd_ps(d, isum, acc);
+}
+
+// As scaled_d for blocks of fp16 (d, m) against Q8_1's (d, s): one product gives
+// [d_w d_a, m_w s_a] per block; the d products are spread as isum wants them, and the whole
+// product goes to acc_ms, whose odd lanes (the m s terms) are all the caller keeps of it.
+__m256 scaled_dm(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m256 isum, __m256 acc, __m256* acc_ms) {
+  const __m256 p = _mm256_mul_ps(_mm256_cvtph_ps(gather4_u32(w, ws)), _mm256_cvtph_ps(gather4_u32(a, as)));
+  *acc_ms = _mm256_add_ps(*acc_ms, p);  // [D0 MS0 D1 MS1 | D2 MS2 D3 MS3]
+  const __m256 d = _mm256_permutevar8x32_ps(p, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+  return _mm256_fmadd_ps(d, isum, acc);
+}
+
+// Per-type pieces of a 32-element block dot. pairs(): the block's 32 products as 16 int16
+// pair sums; kHaddInt16: four of those added stay within int16, so four blocks reduce with
+// vphaddw; scaled(): acc plus four blocks' sums (block i in lanes i and i + 4) times their
+// d_w * d_a, the formats with a min adding m_w * s_a to acc_ms; tail(): one block in scalars.
+struct Q4_0 {
+  static constexpr int64_t kW = 18, kA = 34;
+  static constexpr bool kHaddInt16 = true;  // |(q - 8) * x| pairs <= 2032
+  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+    const __m256i x = load256(a + 2);
+    // (q - 8) * x = q * x - 8 * x, both halves as vpmaddubsw pairs (q <= 15: no saturation).
+    return _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(w + 2), x), _mm256_maddubs_epi16(_mm256_set1_epi8(8), x));
+  }
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
+    return scaled_d(w, kW, a, kA, isum, acc);
+  }
+  static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
+    return static_cast<float>(sumi) * fp16(w) * fp16(a);
+  }
+};
+
+struct Q8_0 {
+  static constexpr int64_t kW = 34, kA = 34;
+  static constexpr bool kHaddInt16 = false;  // pairs up to 2 * 127 * 127
+  // Signed x signed: |w| meets x carrying w's sign (vpsignb), the usual vpmaddubsw trick.
+  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+    const __m256i q = load256(w + 2);
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load256(a + 2), q));
+  }
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
+    return scaled_d(w, kW, a, kA, isum, acc);
+  }
+  static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
+    return static_cast<float>(sumi) * (fp16(w) * fp16(a));
+  }
+};
+
+struct Q5_0 {
+  static constexpr int64_t kW = 22, kA = 34;
+  static constexpr bool kHaddInt16 = true;  // |(q - 16) * x| pairs <= 4064
+  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+    const __m256i x = load256(a + 2);
+    const __m256i q = _mm256_or_si256(nibbles32(w + 6), fifth_bits32(w + 2));
+    return _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), _mm256_maddubs_epi16(_mm256_set1_epi8(16), x));
+  }
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
+    return scaled_d(w, kW, a, kA, isum, acc);
+  }
+  static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
+    return static_cast<float>(sumi) * (fp16(w) * fp16(a));
+  }
+};
+
+struct Q4_1 {
+  static constexpr int64_t kW = 20, kA = 36;
+  static constexpr bool kHaddInt16 = true;  // q * x pairs <= 3810
+  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+    return _mm256_maddubs_epi16(nibbles32(w + 4), load256(a + 4));
+  }
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256* acc_ms) {
+    return scaled_dm(w, kW, a, kA, isum, acc, acc_ms);
+  }
+  static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
+    return fp16(w) * fp16(a) * static_cast<float>(sumi) + fp16(w + 2) * fp16(a + 2);
+  }
+};
+
+struct Q5_1 {
+  static constexpr int64_t kW = 24, kA = 36;
+  static constexpr bool kHaddInt16 = true;  // q * x pairs <= 7874
+  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+    const __m256i q = _mm256_or_si256(nibbles32(w + 8), fifth_bits32(w + 4));
+    return _mm256_maddubs_epi16(q, load256(a + 4));
+  }
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256* acc_ms) {
+    return scaled_dm(w, kW, a, kA, isum, acc, acc_ms);
+  }
+  static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
+    return fp16(w) * fp16(a) * static_cast<float>(sumi) + fp16(w + 2) * fp16(a + 2);
+  }
+};
+
+
+// ggml's kvalues_iq4nl (quant/iq4.h), a vpshufb table in both 128-bit lanes.
+__m256i iq4_table() {
+  return _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+}
+
+// The signed products of 32 table values v (int8) with 32 activations as 16 int16 pairs:
+// |v| meets x carrying v's sign (vpsignb), pairs up to 2 * 127 * 127.
+__m256i signed_pairs(__m256i v, __m256i x) { return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)); }
+
+struct IQ4_NL {
+  static constexpr int64_t kW = 18, kA = 34;
+  static constexpr bool kHaddInt16 = false;  // pairs up to 2 * 127 * 127
+  // The codes index the table (one vpshufb), then signed x signed as Q8_0.
+  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+    return signed_pairs(_mm256_shuffle_epi8(iq4_table(), nibbles32(w + 2)), load256(a + 2));
+  }
+  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
+    return scaled_d(w, kW, a, kA, isum, acc);
+  }
+  static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
+    return fp16(a) * fp16(w) * static_cast<float>(sumi);
+  }
+};
+
+// Four blocks per step: each block's int16 pairs, reduced with horizontal adds so that block
+// i's exact integer sum lies in int32 lanes i and i + 4, then one convert and one FMA against
+// the four blocks' scales. Leftover blocks (n / 32 not a multiple of 4) go one at a time.
+template <class T>
+float dot_blocks32(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const int64_t nb = n / 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_ms = _mm256_setzero_ps();  // formats with a min: the m_w s_a terms in odd lanes
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const uint8_t* wb = w + b * T::kW;
+    const uint8_t* ab = a + b * T::kA;
+    const __m256i p0 = T::pairs(wb, ab);
+    const __m256i p1 = T::pairs(wb + T::kW, ab + T::kA);
+    const __m256i p2 = T::pairs(wb + 2 * T::kW, ab + 2 * T::kA);
+    const __m256i p3 = T::pairs(wb + 3 * T::kW, ab + 3 * T::kA);
+    __m256i isum;
+    if constexpr (T::kHaddInt16) {
+      isum = _mm256_madd_epi16(_mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3)), ones);
+    } else {
+      isum = _mm256_hadd_epi32(_mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
+                               _mm256_hadd_epi32(_mm256_madd_epi16(p2, ones), _mm256_madd_epi16(p3, ones)));
+    }
+    acc = T::scaled(wb, ab, _mm256_cvtepi32_ps(isum), acc, &acc_ms);
+  }
+  float sum = hsum(_mm256_add_ps(acc, _mm256_blend_ps(_mm256_setzero_ps(), acc_ms, 0xaa)));
+  for (; b < nb; ++b) {
+    const uint8_t* wb = w + b * T::kW;
+    const uint8_t* ab = a + b * T::kA;
+    sum += T::tail(wb, ab, hsum_i32(_mm256_madd_epi16(T::pairs(wb, ab), ones)));
+  }
+  return sum;
+}
+
+// ---- 256-element super-blocks against Q8_K (float d, int8 qs[256] at 4, int16 bsums[16] at 260) ----
+
+// Q4_K / Q5_K's 12 scale bytes -> bytes 0-7 the eight 6-bit scales, bytes 8-15 the mins
+// (layout in quant/k_quant_util.h: get_scale_min_k4), four words at a time.
+__m128i k4_scales_mins(const uint8_t* p) {
+  constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, p, 12);
+  const uint32_t scales_lo = u[0] & k6;
+  const uint32_t mins_lo = u[1] & k6;
+  const uint32_t scales_hi = (u[2] & k4) | ((u[0] >> 6) & k2) << 4;
+  const uint32_t mins_hi = ((u[2] >> 4) & k4) | ((u[1] >> 6) & k2) << 4;
+  return _mm_setr_epi32(static_cast<int>(scales_lo), static_cast<int>(scales_hi), static_cast<int>(mins_lo),
+                        static_cast<int>(mins_hi));
+}
+
+// vpshufb masks that broadcast int16 lane j of a 128-bit lane over all its 8 int16 lanes.
+__m256i broadcast16_mask(int j) { return _mm256_set1_epi16(static_cast<short>((2 * j + 1) << 8 | 2 * j)); }
+
+// The min term sum_g bsums[g] * m[g / 2] of a Q4_K / Q5_K block: bsums added in pairs (one per
+// sub-block, |sum| <= 32 * 127) and multiplied by the mins, as 4 int32.
+__m128i k4_min_terms(__m128i sc_mn, const uint8_t* act) {
+  const __m256i bsums = load256(act + 260);
+  const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+  return _mm_madd_epi16(pair_sums, _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sc_mn, sc_mn)));
+}
+
+// One Q4_K row (quant/q4_k_q5_k.h: fp16 d, dmin, 12 scale bytes, qs[128]) against Q8_K. Per
+// 64 elements c, one 32-byte load of qs gives sub-block 2c (low nibbles) and 2c+1 (high);
+// codes 0..15 x activations in vpmaddubsw, vpmaddwd applies the 6-bit sub-block scale; the
+// mins come from the activations' 16-element sums.
+float dot_q4_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_min = _mm_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 144;
+    const uint8_t* act = a + b * 292;
+    const float a_d = load_f32(act);
+    const __m128i sc_mn = k4_scales_mins(blk + 4);
+    acc_min = _mm_fmadd_ps(_mm_set1_ps(fp16(blk + 2) * a_d), _mm_cvtepi32_ps(k4_min_terms(sc_mn, act)), acc_min);
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_mn));
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(blk + 16 + 32 * c);
+      const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, low4), load256(q8 + 64 * c));
+      const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), load256(q8 + 64 * c + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c))));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c + 1))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk) * a_d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc) - hsum128(acc_min);
+}
+
+// One Q5_K row (fp16 d, dmin, 12 scale bytes, qh[32], qs[128]) against Q8_K: as Q4_K, each
+// code's fifth bit (bit 2c / 2c+1 of qh[l]) shifted to bit 4 of its byte; codes 0..31.
+float dot_q5_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_min = _mm_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 176;
+    const uint8_t* act = a + b * 292;
+    const float a_d = load_f32(act);
+    const __m128i sc_mn = k4_scales_mins(blk + 4);
+    acc_min = _mm_fmadd_ps(_mm_set1_ps(fp16(blk + 2) * a_d), _mm_cvtepi32_ps(k4_min_terms(sc_mn, act)), acc_min);
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_mn));
+    const __m256i qh = load256(blk + 16);
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(blk + 48 + 32 * c);
+      // Bit 2c of qh to bit 4: shifts within 16-bit lanes keep bit 4 of each byte its own.
+      const __m256i h_lo = 2 * c <= 4 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4);
+      const __m256i h_hi = 2 * c + 1 <= 4 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3);
+      const __m256i q_lo = _mm256_or_si256(_mm256_and_si256(q, low4), _mm256_and_si256(h_lo, bit4));
+      const __m256i q_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), _mm256_and_si256(h_hi, bit4));
+      const __m256i lo = _mm256_maddubs_epi16(q_lo, load256(q8 + 64 * c));
+      const __m256i hi = _mm256_maddubs_epi16(q_hi, load256(q8 + 64 * c + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c))));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c + 1))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk) * a_d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc) - hsum128(acc_min);
+}
+
+// One Q6_K row (quant/q6_k.h: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16], fp16
+// d) against Q8_K, in integers as ggml_vec_dot_q6_K_q8_K: per 32 elements the codes q in
+// [0, 63] meet the int8 activations in vpmaddubsw (two products of at most 63 * 127 per int16:
+// no saturation), vpmaddwd applies the sub-block scales, and the "- 32" of every code is taken
+// once per block from the activations' 16-element sums. The scales are widened once per block
+// with the even sub-blocks in the low 128-bit lane and the odd ones in the high lane, so one
+// in-lane vpshufb gives the pair (2p, 2p+1) that 32 elements span.
+float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i high2 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
     const uint8_t* act = a + b * 292;
-    float a_d;
-    std::memcpy(&a_d, act, 4);
-    const float d = _cvtsh_ss(load_u16(blk + 208)) * a_d;  // as ggml: fp16 d times the Q8_K d
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + 260));
+    const float d = fp16(blk + 208) * load_f32(act);  // as ggml: fp16 d times the Q8_K d
+    const __m128i sc8 = load128(blk + 192);
     // 32 * sum_j scale_j * bsum_j, in 8 int32 lanes.
     __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                    _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc8)), 5));
-    const int8_t* q8 = reinterpret_cast<const int8_t*>(act + 4);
+                                    _mm256_slli_epi32(_mm256_madd_epi16(load256(act + 260), _mm256_cvtepi8_epi16(sc8)), 5));
+    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+    const uint8_t* q8 = act + 4;
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h)),
-                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32))};
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+      const __m256i ql[2] = {load256(blk + 64 * h), load256(blk + 64 * h + 32)};
+      const __m256i qh = load256(blk + 128 + 32 * h);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        // Elements 128h + 32k + l: a nibble of ql[k % 2] (low for k < 2) below bits 2k, 2k+1 of qh.
+        // Elements 128h + 32k + l: a nibble of ql[k % 2] (low for k < 2) below bits 2k, 2k+1 of
+        // qh, moved to bits 4, 5 (shifts within 16-bit lanes keep them in their byte).
         const __m256i nibble = _mm256_and_si256(k < 2 ? ql[k % 2] : _mm256_srli_epi16(ql[k % 2], 4), low4);
-        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), low2);
-        const __m256i q = _mm256_or_si256(nibble, _mm256_slli_epi16(high, 4));
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k));
-        const __m256i scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, kPairMask[4 * h + k]));
+        const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
+        const __m256i q = _mm256_or_si256(nibble, _mm256_and_si256(hshift, high2));
+        const __m256i x = load256(q8 + 128 * h + 32 * k);
+        const __m256i scale = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scale));
       }
     }
@@ -77,11 +383,146 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc);
 }
 
+// One Q2_K row (scales[16]: low nibble scale, high nibble min of 16-element sub-block s;
+// qs[64]: 2-bit codes, element 128h + 32j + r at bits 2j of qs[32h + r]; fp16 d, dmin at 80,
+// 82) against Q8_K. One 32-byte load of qs per half h gives four 32-element groups j by shifts;
+// a group spans sub-blocks 2p, 2p+1 (p = 4h + j), so the scales are widened once per block
+// with the even sub-blocks in the low 128-bit lane and the odd ones in the high lane, and one
+// in-lane vpshufb gives a group's pair. The mins meet the activations' 16-element sums.
+float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 84;
+    const uint8_t* act = a + b * 292;
+    const float a_d = load_f32(act);
+    const __m128i sc_mn = load128(blk);
+    const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc_mn, 4), low4);
+    const __m256i min_terms = _mm256_madd_epi16(load256(act + 260), _mm256_cvtepu8_epi16(mins));
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(a_d * fp16(blk + 82)), _mm256_cvtepi32_ps(min_terms), acc_min);
+    const __m256i scales = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(sc_mn, low4), even_odd));
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(blk + 16 + 32 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2);
+        const __m256i p = _mm256_maddubs_epi16(codes, load256(q8 + 128 * h + 32 * j));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + j))));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(a_d * fp16(blk + 80)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc) - hsum(acc_min);
+}
+
+// Q3_K's 12 scale bytes -> the 16 6-bit scales (layout in quant/q2_k_q3_k.h), minus 32, as
+// int8: four words of low nibbles with their top 2 bits put on.
+__m128i q3_K_scales(const uint8_t* p) {
+  constexpr uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, p, 12);
+  const uint32_t s0 = (u[0] & k4) | (u[2] & k2) << 4;
+  const uint32_t s1 = (u[1] & k4) | ((u[2] >> 2) & k2) << 4;
+  const uint32_t s2 = ((u[0] >> 4) & k4) | ((u[2] >> 4) & k2) << 4;
+  const uint32_t s3 = ((u[1] >> 4) & k4) | ((u[2] >> 6) & k2) << 4;
+  const __m128i v = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1), static_cast<int>(s2), static_cast<int>(s3));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+// One Q3_K row (hmask[32], qs[64] as Q2_K's, 12 scale bytes, fp16 d at 108) against Q8_K.
+// code = low2 - 4 + 4 * high bit: the unsigned u = low2 + 4 * high (0..7) goes through
+// vpmaddubsw as Q2_K's codes, and the "- 4" of every code is taken once per block from the
+// activations' 16-element sums (as Q6_K's "- 32"). The high bit of element 128h + 32j + r is
+// bit 4h + j of hmask[r].
+float dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  const __m256i bit2 = _mm256_set1_epi8(4);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 110;
+    const uint8_t* act = a + b * 292;
+    const __m128i sc8 = q3_K_scales(blk + 96);
+    // 4 * sum_s scale_s * bsum_s, subtracted.
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                    _mm256_slli_epi32(_mm256_madd_epi16(load256(act + 260), _mm256_cvtepi8_epi16(sc8)), 2));
+    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+    const __m256i hm = load256(blk);
+    const uint8_t* q8 = act + 4;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(blk + 32 + 32 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        // Bit 4h + j of hmask to bit 2: shifts within 16-bit lanes keep bit 2 of each byte its own.
+        const int bit = 4 * h + j;
+        const __m256i high = bit <= 2 ? _mm256_slli_epi16(hm, 2 - bit) : _mm256_srli_epi16(hm, bit - 2);
+        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2), _mm256_and_si256(high, bit2));
+        const __m256i p = _mm256_maddubs_epi16(u, load256(q8 + 128 * h + 32 * j));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(bit))));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk + 108) * load_f32(act)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
+// One IQ4_XS row (fp16 d, scales_h, scales_l[4], qs[128]: eight 32-element sub-blocks laid out
+// as IQ4_NL blocks) against Q8_K: table lookup and signed products as IQ4_NL, each sub-block's
+// 6-bit scale - 32 applied in integers by vpmaddwd (the twin applies it in float: the integer
+// sums agree, the float steps differ only in rounding).
+float dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m256i table = iq4_table();
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 136;
+    const uint8_t* act = a + b * 292;
+    // Scale s: nibble s % 2 of scales_l[s / 2], bits 2s, 2s+1 of scales_h on top (vpmullw by
+    // 2^(14 - 2s) brings them to bits 14, 15).
+    const __m128i sl = _mm_cvtsi32_si128(load_i32(blk + 4));
+    const __m128i lo = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(sl, _mm_set1_epi8(0x0f)),
+                                                           _mm_and_si128(_mm_srli_epi16(sl, 4), _mm_set1_epi8(0x0f))));
+    const __m128i hi = _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(load_u16(blk + 2))),
+                                                      _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
+                                      14);
+    const __m128i sc16 = _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+    const __m256i scales = _mm256_broadcastsi128_si256(sc16);
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m256i v = _mm256_shuffle_epi8(table, nibbles32(blk + 8 + 16 * s));
+      const __m256i p = signed_pairs(v, load256(q8 + 32 * s));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(s))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk) * load_f32(act)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
 }  // namespace
 
 QuantDotFn quant_dot(GgmlType type) {
+  if (quant::vec_dot_fn(type) == nullptr) return nullptr;  // no twin, no dot
   switch (type) {
+    case GgmlType::kQ4_0: return dot_blocks32<Q4_0>;
+    case GgmlType::kQ4_1: return dot_blocks32<Q4_1>;
+    case GgmlType::kQ5_0: return dot_blocks32<Q5_0>;
+    case GgmlType::kQ5_1: return dot_blocks32<Q5_1>;
+    case GgmlType::kQ8_0: return dot_blocks32<Q8_0>;
+    case GgmlType::kIQ4_NL: return dot_blocks32<IQ4_NL>;
+    case GgmlType::kQ2_K: return dot_q2_K_q8_K;
+    case GgmlType::kQ3_K: return dot_q3_K_q8_K;
+    case GgmlType::kQ4_K: return dot_q4_K_q8_K;
+    case GgmlType::kQ5_K: return dot_q5_K_q8_K;
     case GgmlType::kQ6_K: return dot_q6_K_q8_K;
+    case GgmlType::kIQ4_XS: return dot_iq4_xs_q8_K;
     default: return quant::vec_dot_fn(type);
   }
 }

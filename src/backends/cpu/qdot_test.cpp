@@ -2,7 +2,8 @@
 // twins (quant::vec_dot_fn): the integer block sums are the same, only the float accumulation
 // runs in another order, so each result is within float rounding of the twin's, bounded by the
 // magnitude sum |w_k * a_k| of its terms. Worst cases: every code at its extreme against
-// activations of +-127 (an int16 partial sum that could saturate shows as a miss).
+// activations of +-127 (an int16 partial sum that could saturate shows as a miss). Types
+// without a quantizer (Q2_K, Q3_K, IQ4_NL, IQ4_XS) get block bytes: random, all 0xff, all 0x00.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_test_util.h"
+#include "core/fp16.h"
 #include "gguf/types.h"
 #include "quant/q8_0.h"
 #include "quant/q8_k.h"
@@ -70,6 +72,36 @@ std::vector<float> inputs(int kind, int64_t n, std::mt19937& rng) {
   return x;
 }
 
+// Byte offsets of the fp16 scale fields of the weight formats without a quantizer here.
+std::vector<int> fp16_scale_offsets(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K: return {80, 82};  // d, dmin
+    case GgmlType::kQ3_K: return {108};
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ4_XS: return {0};
+    default: return {};
+  }
+}
+
+// n weights of `type` of kind 0..3 (as inputs()): through the reference quantizer where there
+// is one; else block bytes (random, all 0xff: every code, scale and min at its top, all 0x00:
+// at the bottom, or random again) with finite positive fp16 scales in [2^-8, 2^-6).
+std::vector<uint8_t> weights(GgmlType type, int kind, int64_t n, std::mt19937& rng) {
+  if (quant::can_quantize(type)) return quantized(type, inputs(kind, n, rng));
+  const GgmlTypeTraits t = *ggml_type_traits(static_cast<uint32_t>(type));
+  std::vector<uint8_t> w(static_cast<size_t>(n / t.block_elems * t.block_bytes));
+  for (uint8_t& byte : w) byte = kind == 1 ? 0xff : kind == 2 ? 0x00 : static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0x1p-8f, 0x1p-6f);
+  for (int64_t b = 0; b < n / t.block_elems; ++b) {
+    for (int at : fp16_scale_offsets(type)) {
+      const uint16_t h = fp32_to_fp16(scale(rng));
+      w[static_cast<size_t>(b * t.block_bytes + at)] = static_cast<uint8_t>(h & 0xff);
+      w[static_cast<size_t>(b * t.block_bytes + at + 1)] = static_cast<uint8_t>(h >> 8);
+    }
+  }
+  return w;
+}
+
 class QuantDotMatchesTwin : public test::EverySet {};
 
 TEST_P(QuantDotMatchesTwin, EveryTypeShapeAndExtreme) {
@@ -83,7 +115,7 @@ TEST_P(QuantDotMatchesTwin, EveryTypeShapeAndExtreme) {
         for (int a_kind = 0; a_kind < 4; ++a_kind) {
           SCOPED_TRACE(std::string(ggml_type_name(type)) + " n=" + std::to_string(n) + " weights " +
                        std::to_string(w_kind) + " activations " + std::to_string(a_kind));
-          const auto w = quantized(type, inputs(w_kind, n, rng));
+          const auto w = weights(type, w_kind, n, rng);
           auto xa = inputs(a_kind, n, rng);
           if (a_kind == 2) {
             for (size_t i = 0; i < xa.size(); ++i) xa[i] = -xa[i] * (w_kind == 2 ? 1.0f : -1.0f);
@@ -97,6 +129,30 @@ TEST_P(QuantDotMatchesTwin, EveryTypeShapeAndExtreme) {
           for (size_t i = 0; i < wd.size(); ++i) magnitude += std::abs(static_cast<double>(wd[i]) * ad[i]);
           EXPECT_NEAR(got, want, 2e-6 * magnitude + 1e-30);
         }
+      }
+    }
+  }
+}
+
+// The 32-element formats at widths that are no multiple of 4 blocks (kernels may take blocks
+// in groups and finish one at a time), and of a single block.
+TEST_P(QuantDotMatchesTwin, ShortRowsOfThe32ElementFormats) {
+  std::mt19937 rng(12);
+  for (GgmlType type : dot_types()) {
+    if (ggml_type_traits(static_cast<uint32_t>(type))->block_elems != 32) continue;
+    const GgmlType act_type = *quant::vec_dot_type(type);
+    const QuantDotFn dot = set().quant_dot(type);
+    for (int64_t n : {32, 64, 96, 160, 224, 288}) {
+      for (int kind = 0; kind < 4; ++kind) {
+        SCOPED_TRACE(std::string(ggml_type_name(type)) + " n=" + std::to_string(n) + " kind " + std::to_string(kind));
+        const auto w = weights(type, kind, n, rng);
+        const auto a = quantized(act_type, inputs((kind + 1) % 4, n, rng));
+        const float want = quant::vec_dot_fn(type)(n, w.data(), a.data());
+        const auto wd = dequantized(type, w, n);
+        const auto ad = dequantized_act(act_type, a, n);
+        double magnitude = 0.0;
+        for (size_t i = 0; i < wd.size(); ++i) magnitude += std::abs(static_cast<double>(wd[i]) * ad[i]);
+        EXPECT_NEAR(dot(n, w.data(), a.data()), want, 2e-6 * magnitude + 1e-30);
       }
     }
   }

@@ -1,0 +1,109 @@
+// Micro-benchmarks of the kernel sets' quantized-activation row dots (KernelSet::quant_dot):
+// a GEMV of a 2048 x 2048 weight of each llama.cpp quant type against one activation row
+// quantized to the type's vec_dot_type, one thread, row after row as the backend calls it.
+// The "scalar" set runs the twins (quant::vec_dot_fn), the baseline of the SIMD sets.
+// Counters (per CPU second, the machine may be shared): GB/s = weight bytes read per second,
+// GMAC/s = multiply-adds per second.
+//
+//   build-x86/bin/bench_quant_dot --benchmark_filter='q4_1'
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernel_set.h"
+#include "core/fp16.h"
+#include "gguf/types.h"
+#include "quant/quant.h"
+
+namespace bitnet::cpu {
+namespace {
+
+constexpr int64_t kRows = 2048;
+constexpr int64_t kCols = 2048;
+
+std::vector<float> normal_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+// Byte offsets of the fp16 scale fields of the weight formats without a quantizer here.
+std::vector<int> fp16_scale_offsets(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K: return {80, 82};
+    case GgmlType::kQ3_K: return {108};
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ4_XS: return {0};
+    default: return {};
+  }
+}
+
+// Random weights of `type` (kRows rows of kCols), kept for the whole run: normal values through
+// the reference quantizer, or, for the types without one, random block bytes with small fp16
+// scales.
+const std::vector<uint8_t>& weight_bytes(GgmlType type) {
+  static std::map<int, std::vector<uint8_t>> cache;
+  auto& bytes = cache[static_cast<int>(type)];
+  if (!bytes.empty()) return bytes;
+  if (quant::can_quantize(type)) {
+    bytes = *quant::quantize(type, normal_floats(kRows * kCols, 1).data(), kRows, kCols);
+    return bytes;
+  }
+  const GgmlTypeTraits t = *ggml_type_traits(static_cast<uint32_t>(type));
+  std::mt19937 rng(1);
+  bytes.resize(static_cast<size_t>(kRows * kCols / t.block_elems * t.block_bytes));
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  for (size_t b = 0; b < bytes.size(); b += static_cast<size_t>(t.block_bytes)) {
+    for (int at : fp16_scale_offsets(type)) {
+      const uint16_t h = fp32_to_fp16(0.01f);
+      bytes[b + static_cast<size_t>(at)] = static_cast<uint8_t>(h & 0xff);
+      bytes[b + static_cast<size_t>(at) + 1] = static_cast<uint8_t>(h >> 8);
+    }
+  }
+  return bytes;
+}
+
+void bench_gemv(benchmark::State& state, const KernelSet* set, GgmlType type) {
+  const auto& w = weight_bytes(type);
+  const auto a = *quant::quantize(*quant::vec_dot_type(type), normal_floats(kCols, 2).data(), 1, kCols);
+  const QuantDotFn dot = set->quant_dot(type);
+  const auto row_bytes = static_cast<int64_t>(w.size()) / kRows;
+  std::vector<float> y(kRows);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRows; ++r) y[static_cast<size_t>(r)] = dot(kCols, w.data() + r * row_bytes, a.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.size()) * n / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(kRows * kCols) * n / 1e9, benchmark::Counter::kIsRate);
+}
+
+void register_set(const KernelSet* set) {
+  for (uint32_t t = 0; t < 64; ++t) {
+    const auto type = static_cast<GgmlType>(t);
+    if (!ggml_type_traits(t).has_value() || quant::vec_dot_fn(type) == nullptr) continue;
+    benchmark::RegisterBenchmark(fmt::format("gemv_qdot_{}/{}/{}x{}", ggml_type_name(type), set->name, kRows, kCols).c_str(),
+                                 bench_gemv, set, type);
+  }
+}
+
+}  // namespace
+}  // namespace bitnet::cpu
+
+int main(int argc, char** argv) {
+  const bitnet::CpuFeatures features = bitnet::detect_cpu_features();
+  for (const bitnet::cpu::KernelSet* set : bitnet::cpu::kernel_sets()) {
+    if (set->supported(features)) bitnet::cpu::register_set(set);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
