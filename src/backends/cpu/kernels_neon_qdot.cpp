@@ -1,10 +1,277 @@
-// NEON set, quantized-activation row dots (KernelSet::quant_dot): the llama.cpp weight types
+// NEON sets, quantized-activation row dots (KernelSet::quant_dot): the llama.cpp weight types
 // against 8-bit activation blocks (quant::vec_dot_type), the block sums in integers exactly as
-// the scalar twins (quant::vec_dot_fn) compute them. Types without a dot here get the twin.
+// the scalar twins (quant::vec_dot_fn) compute them, the float accumulation in another order.
+// Types without a dot here get the twin.
+//
+// This file is compiled twice. On its own it is neon::quant_dot, baseline Advanced SIMD: a
+// 16-byte dot is vmull_s8 into int16 and vpadalq_s16 into int32. kernels_neon_dotprod_qdot.cpp
+// includes it with BITNET_NEON_QDOT_SDOT defined (and -march=+dotprod) as neon_dotprod::quant_dot:
+// the same kernels with SDOT (vdotq_s32) as that dot. Every helper is in an anonymous namespace,
+// so each compilation keeps its own copy (CMakeLists.txt).
+// Little-endian byte order (every AArch64 Linux target) is assumed for the packed fields.
+#include <arm_neon.h>
+
+#include <cstring>
+
 #include "backends/cpu/kernels_neon.h"
 
+#ifdef BITNET_NEON_QDOT_SDOT
+namespace bitnet::cpu::neon_dotprod {
+#else
 namespace bitnet::cpu::neon {
+#endif
 
-QuantDotFn quant_dot(GgmlType type) { return quant::vec_dot_fn(type); }
+namespace {
 
-}  // namespace bitnet::cpu::neon
+float load_fp16(const uint8_t* p) {
+  __fp16 h;
+  std::memcpy(&h, p, 2);
+  return static_cast<float>(h);
+}
+
+float load_f32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+
+const int8_t* as_i8(const uint8_t* p) { return reinterpret_cast<const int8_t*>(p); }
+int8x16_t as_s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
+
+// acc + w[i] * a[i] over 16 int8 pairs, spread over the 4 lanes (which lane holds which products
+// differs between the two builds; the kernels only ever add the lanes up).
+int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t a) {
+#ifdef BITNET_NEON_QDOT_SDOT
+  return vdotq_s32(acc, w, a);
+#else
+  acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w), vget_low_s8(a)));
+  return vpadalq_s16(acc, vmull_high_s8(w, a));
+#endif
+}
+
+// Two dot16 for weights of at most 6 bits (|w| <= 63, |a| <= 128): without SDOT the 32 products
+// of both halves meet in one int16 sum (4 * 63 * 128 < 32768) before a single vpadalq_s16.
+int32x4_t dot32_small(int32x4_t acc, int8x16_t w0, int8x16_t a0, int8x16_t w1, int8x16_t a1) {
+#ifdef BITNET_NEON_QDOT_SDOT
+  return vdotq_s32(vdotq_s32(acc, w0, a0), w1, a1);
+#else
+  int16x8_t p = vmull_s8(vget_low_s8(w0), vget_low_s8(a0));
+  p = vmlal_high_s8(p, w0, a0);
+  p = vmlal_s8(p, vget_low_s8(w1), vget_low_s8(a1));
+  p = vmlal_high_s8(p, w1, a1);
+  return vpadalq_s16(acc, p);
+#endif
+}
+
+// The same over 16 products.
+int32x4_t dot16_small(int32x4_t acc, int8x16_t w, int8x16_t a) {
+#ifdef BITNET_NEON_QDOT_SDOT
+  return vdotq_s32(acc, w, a);
+#else
+  return vpadalq_s16(acc, vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(a)), w, a));
+#endif
+}
+
+// Q8_0 (34 bytes: fp16 d, int8 qs[32]) against Q8_0: two full int8 dots per block, the block's
+// int32 lanes scaled by d_w * d_a into a float32x4.
+float dot_q8_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* wb = w + b * 34;
+    const uint8_t* ab = a + b * 34;
+    int32x4_t s = dot16(vdupq_n_s32(0), vld1q_s8(as_i8(wb + 2)), vld1q_s8(as_i8(ab + 2)));
+    s = dot16(s, vld1q_s8(as_i8(wb + 18)), vld1q_s8(as_i8(ab + 18)));
+    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(s), load_fp16(wb) * load_fp16(ab));
+  }
+  return vaddvq_f32(acc);
+}
+
+// Q4_0 (18 bytes: fp16 d, qs[16] with element j in the low nibble of qs[j] and j + 16 in the
+// high one) against Q8_0: the nibbles minus 8 are int8 codes in [-8, 7].
+float dot_q4_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0f);
+  const int8x16_t eight = vdupq_n_s8(8);
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* wb = w + b * 18;
+    const uint8_t* ab = a + b * 34;
+    const uint8x16_t qs = vld1q_u8(wb + 2);
+    const int8x16_t lo = vsubq_s8(as_s8(vandq_u8(qs, low4)), eight);
+    const int8x16_t hi = vsubq_s8(as_s8(vshrq_n_u8(qs, 4)), eight);
+    const int32x4_t s = dot32_small(vdupq_n_s32(0), lo, vld1q_s8(as_i8(ab + 2)), hi, vld1q_s8(as_i8(ab + 18)));
+    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(s), load_fp16(wb) * load_fp16(ab));
+  }
+  return vaddvq_f32(acc);
+}
+
+// Q4_1 (20 bytes: fp16 d, fp16 m, qs[16] as Q4_0) against Q8_1 (fp16 d, fp16 s = d * sum q, int8
+// qs[32]): the codes 0..15 as they are; the min term m_w * s_a needs no integers.
+float dot_q4_1_q8_1(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0f);
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  float min_sum = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* wb = w + b * 20;
+    const uint8_t* ab = a + b * 36;
+    const uint8x16_t qs = vld1q_u8(wb + 4);
+    const int32x4_t s = dot32_small(vdupq_n_s32(0), as_s8(vandq_u8(qs, low4)), vld1q_s8(as_i8(ab + 4)),
+                                    as_s8(vshrq_n_u8(qs, 4)), vld1q_s8(as_i8(ab + 20)));
+    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(s), load_fp16(wb) * load_fp16(ab));
+    min_sum += load_fp16(wb + 2) * load_fp16(ab + 2);
+  }
+  return vaddvq_f32(acc) + min_sum;
+}
+
+// The 8 sub-block scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K / Q5_K block from its
+// 12 packed bytes (get_scale_min_k4 in quant/k_quant_util.h), four at a time in uint32 words:
+// bytes 0-3 hold scales 0-3 and the top 2 bits of scales 4-7, bytes 4-7 mins 0-3 and the top
+// bits of mins 4-7, bytes 8-11 the low nibbles of scales 4-7 (low) and mins 4-7 (high).
+void unpack_scales_mins(const uint8_t* packed, uint8_t out[16]) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, two = 0x03030303;
+  const uint32_t r[4] = {u[0] & six, (u[2] & four) | ((u[0] >> 6) & two) << 4, u[1] & six,
+                         ((u[2] >> 4) & four) | ((u[1] >> 6) & two) << 4};
+  std::memcpy(out, r, 16);
+}
+
+// sum_j mins[j] * (the sum of the 32 activations of sub-block j), from the Q8_K bsums
+// (16-element sums, adjacent pairs added in int16: |sum| <= 32 * 127).
+int32_t min_term(const uint8_t* q8k, const uint8_t* mins8) {
+  const int16_t* bsums = reinterpret_cast<const int16_t*>(q8k + 260);
+  const int16x8_t sums = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+  const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mins8)));
+  return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(sums), vget_low_s16(mins)), sums, mins));
+}
+
+// Q4_K (144 bytes: fp16 d, fp16 dmin, scales[12], qs[128]: 64-element chunk c in qs[32c..32c+31],
+// sub-block 2c in the low nibbles, 2c + 1 in the high ones) against Q8_K (float d, int8 qs[256],
+// int16 bsums[16]): one 32-element dot per sub-block times its scale in int32; the mins come
+// from the bsums (min_term).
+float dot_q4_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0f);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* wb = w + b * 144;
+    const uint8_t* ab = a + b * 292;
+    uint8_t sm[16];
+    unpack_scales_mins(wb + 4, sm);
+    const int8_t* q8 = as_i8(ab + 4);
+    int32x4_t isum = vdupq_n_s32(0);
+    for (int c = 0; c < 4; ++c) {
+      const uint8x16_t q0 = vld1q_u8(wb + 16 + 32 * c);
+      const uint8x16_t q1 = vld1q_u8(wb + 32 + 32 * c);
+      const int8_t* x = q8 + 64 * c;
+      const int32x4_t lo = dot32_small(vdupq_n_s32(0), as_s8(vandq_u8(q0, low4)), vld1q_s8(x),
+                                       as_s8(vandq_u8(q1, low4)), vld1q_s8(x + 16));
+      const int32x4_t hi = dot32_small(vdupq_n_s32(0), as_s8(vshrq_n_u8(q0, 4)), vld1q_s8(x + 32),
+                                       as_s8(vshrq_n_u8(q1, 4)), vld1q_s8(x + 48));
+      isum = vmlaq_n_s32(isum, lo, sm[2 * c]);
+      isum = vmlaq_n_s32(isum, hi, sm[2 * c + 1]);
+    }
+    const float d_a = load_f32(ab);
+    sum += load_fp16(wb) * d_a * static_cast<float>(vaddvq_s32(isum)) -
+           load_fp16(wb + 2) * d_a * static_cast<float>(min_term(ab, sm + 8));
+  }
+  return sum;
+}
+
+// Q5_K (176 bytes: fp16 d, fp16 dmin, scales[12], qh[32], qs[128] as Q4_K's): as Q4_K, the fifth
+// bit of element 64c + 32k + l is bit 2c + k of qh[l], moved to bit 4 of the nibble; qh shifts
+// down by 2 per chunk.
+float dot_q5_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0f);
+  const uint8x16_t bit0 = vdupq_n_u8(1);
+  const uint8x16_t bit1 = vdupq_n_u8(2);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* wb = w + b * 176;
+    const uint8_t* ab = a + b * 292;
+    uint8_t sm[16];
+    unpack_scales_mins(wb + 4, sm);
+    const int8_t* q8 = as_i8(ab + 4);
+    uint8x16_t qh0 = vld1q_u8(wb + 16);
+    uint8x16_t qh1 = vld1q_u8(wb + 32);
+    int32x4_t isum = vdupq_n_s32(0);
+    for (int c = 0; c < 4; ++c) {
+      const uint8x16_t q0 = vld1q_u8(wb + 48 + 32 * c);
+      const uint8x16_t q1 = vld1q_u8(wb + 64 + 32 * c);
+      const uint8x16_t lo0 = vorrq_u8(vandq_u8(q0, low4), vshlq_n_u8(vandq_u8(qh0, bit0), 4));
+      const uint8x16_t lo1 = vorrq_u8(vandq_u8(q1, low4), vshlq_n_u8(vandq_u8(qh1, bit0), 4));
+      const uint8x16_t hi0 = vorrq_u8(vshrq_n_u8(q0, 4), vshlq_n_u8(vandq_u8(qh0, bit1), 3));
+      const uint8x16_t hi1 = vorrq_u8(vshrq_n_u8(q1, 4), vshlq_n_u8(vandq_u8(qh1, bit1), 3));
+      qh0 = vshrq_n_u8(qh0, 2);
+      qh1 = vshrq_n_u8(qh1, 2);
+      const int8_t* x = q8 + 64 * c;
+      const int32x4_t lo = dot32_small(vdupq_n_s32(0), as_s8(lo0), vld1q_s8(x), as_s8(lo1), vld1q_s8(x + 16));
+      const int32x4_t hi = dot32_small(vdupq_n_s32(0), as_s8(hi0), vld1q_s8(x + 32), as_s8(hi1), vld1q_s8(x + 48));
+      isum = vmlaq_n_s32(isum, lo, sm[2 * c]);
+      isum = vmlaq_n_s32(isum, hi, sm[2 * c + 1]);
+    }
+    const float d_a = load_f32(ab);
+    sum += load_fp16(wb) * d_a * static_cast<float>(vaddvq_s32(isum)) -
+           load_fp16(wb + 2) * d_a * static_cast<float>(min_term(ab, sm + 8));
+  }
+  return sum;
+}
+
+// Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], fp16 d; element 128h + 32k + l is a nibble
+// of ql[64h + 32(k % 2) + l], low for k < 2, under bits 2k, 2k+1 of qh[32h + l]) against Q8_K:
+// the codes 0..63 as they are, one 16-element dot per scale; the "- 32" of every code is taken
+// once per block as 32 * sum_g scale_g * bsums_g.
+float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0f);
+  const uint8x16_t low2 = vdupq_n_u8(3);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* wb = w + b * 210;
+    const uint8_t* ab = a + b * 292;
+    const int8_t* sc = as_i8(wb + 192);
+    const int8_t* q8 = as_i8(ab + 4);
+    const int16_t* bsums = reinterpret_cast<const int16_t*>(ab + 260);
+    const int8x16_t sc8 = vld1q_s8(sc);
+    const int16x8_t sc_lo = vmovl_s8(vget_low_s8(sc8));
+    const int16x8_t sc_hi = vmovl_high_s8(sc8);
+    const int16x8_t bs_lo = vld1q_s16(bsums);
+    const int16x8_t bs_hi = vld1q_s16(bsums + 8);
+    int32x4_t mins = vmull_s16(vget_low_s16(sc_lo), vget_low_s16(bs_lo));
+    mins = vmlal_high_s16(mins, sc_lo, bs_lo);
+    mins = vmlal_s16(mins, vget_low_s16(sc_hi), vget_low_s16(bs_hi));
+    mins = vmlal_high_s16(mins, sc_hi, bs_hi);
+    int32x4_t isum = vdupq_n_s32(0);
+    for (int h = 0; h < 2; ++h) {
+      const uint8x16_t ql[4] = {vld1q_u8(wb + 64 * h), vld1q_u8(wb + 64 * h + 16), vld1q_u8(wb + 64 * h + 32),
+                                vld1q_u8(wb + 64 * h + 48)};
+      uint8x16_t qh[2] = {vld1q_u8(wb + 128 + 32 * h), vld1q_u8(wb + 144 + 32 * h)};
+      for (int k = 0; k < 4; ++k) {
+        for (int j = 0; j < 2; ++j) {  // l in [16j, 16j + 16): scale 8h + 2k + j
+          const uint8x16_t bits = ql[2 * (k % 2) + j];
+          const uint8x16_t nibble = k < 2 ? vandq_u8(bits, low4) : vshrq_n_u8(bits, 4);
+          const uint8x16_t q = vorrq_u8(nibble, vshlq_n_u8(vandq_u8(qh[j], low2), 4));
+          qh[j] = vshrq_n_u8(qh[j], 2);
+          const int32x4_t s = dot16_small(vdupq_n_s32(0), as_s8(q), vld1q_s8(q8 + 128 * h + 32 * k + 16 * j));
+          isum = vmlaq_n_s32(isum, s, sc[8 * h + 2 * k + j]);
+        }
+      }
+    }
+    const int32_t total = vaddvq_s32(isum) - 32 * vaddvq_s32(mins);
+    sum += load_fp16(wb + 208) * load_f32(ab) * static_cast<float>(total);
+  }
+  return sum;
+}
+
+}  // namespace
+
+QuantDotFn quant_dot(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return dot_q4_0_q8_0;
+    case GgmlType::kQ4_1: return dot_q4_1_q8_1;
+    case GgmlType::kQ8_0: return dot_q8_0_q8_0;
+    case GgmlType::kQ4_K: return dot_q4_K_q8_K;
+    case GgmlType::kQ5_K: return dot_q5_K_q8_K;
+    case GgmlType::kQ6_K: return dot_q6_K_q8_K;
+    default: return quant::vec_dot_fn(type);
+  }
+}
+
+}  // namespace bitnet::cpu::neon or neon_dotprod
