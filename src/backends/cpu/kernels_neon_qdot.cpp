@@ -72,54 +72,64 @@ int32x4_t dot16_small(int32x4_t acc, int8x16_t w, int8x16_t a) {
 #endif
 }
 
-// Q8_0 (34 bytes: fp16 d, int8 qs[32]) against Q8_0: two full int8 dots per block, the block's
-// int32 lanes scaled by d_w * d_a into a float32x4.
-float dot_q8_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* wb = w + b * 34;
-    const uint8_t* ab = a + b * 34;
-    int32x4_t s = dot16(vdupq_n_s32(0), vld1q_s8(as_i8(wb + 2)), vld1q_s8(as_i8(ab + 2)));
-    s = dot16(s, vld1q_s8(as_i8(wb + 18)), vld1q_s8(as_i8(ab + 18)));
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(s), load_fp16(wb) * load_fp16(ab));
+// The sum of block(wb, ab) over the n / 32 blocks of a 32-element type (kWBytes per weight
+// block, kABytes per activation block), each block's float32x4 of partial sums. Even and odd
+// blocks go to two accumulators, so that one block's float add does not wait on the last one's.
+template <int64_t kWBytes, int64_t kABytes, typename Block>
+float sum_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, Block block) {
+  const int64_t n_blocks = n / 32;
+  float32x4_t acc0 = vdupq_n_f32(0.0f);
+  float32x4_t acc1 = vdupq_n_f32(0.0f);
+  int64_t b = 0;
+  for (; b + 2 <= n_blocks; b += 2) {
+    acc0 = vaddq_f32(acc0, block(w + b * kWBytes, a + b * kABytes));
+    acc1 = vaddq_f32(acc1, block(w + (b + 1) * kWBytes, a + (b + 1) * kABytes));
   }
-  return vaddvq_f32(acc);
+  if (b < n_blocks) acc0 = vaddq_f32(acc0, block(w + b * kWBytes, a + b * kABytes));
+  return vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+// A block's int32 lanes times d_w * d_a (the fp16 scales at the start of both blocks).
+float32x4_t scaled(int32x4_t s, const uint8_t* wb, const uint8_t* ab) {
+  return vmulq_n_f32(vcvtq_f32_s32(s), load_fp16(wb) * load_fp16(ab));
+}
+
+// The same plus the min term m_w * s_a of Q4_1 / Q5_1 against Q8_1 (fp16 m at wb + 2, fp16
+// s = d_a * sum q at ab + 2), carried in lane 0.
+float32x4_t scaled_with_min(int32x4_t s, const uint8_t* wb, const uint8_t* ab) {
+  const float32x4_t min_term = vsetq_lane_f32(load_fp16(wb + 2) * load_fp16(ab + 2), vdupq_n_f32(0.0f), 0);
+  return vmlaq_n_f32(min_term, vcvtq_f32_s32(s), load_fp16(wb) * load_fp16(ab));
+}
+
+// Q8_0 (34 bytes: fp16 d, int8 qs[32]) against Q8_0: two full-range int8 dots per block.
+float dot_q8_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return sum_blocks32<34, 34>(n, w, a, [](const uint8_t* wb, const uint8_t* ab) {
+    const int32x4_t s = dot16(vdupq_n_s32(0), vld1q_s8(as_i8(wb + 2)), vld1q_s8(as_i8(ab + 2)));
+    return scaled(dot16(s, vld1q_s8(as_i8(wb + 18)), vld1q_s8(as_i8(ab + 18))), wb, ab);
+  });
 }
 
 // Q4_0 (18 bytes: fp16 d, qs[16] with element j in the low nibble of qs[j] and j + 16 in the
 // high one) against Q8_0: the nibbles minus 8 are int8 codes in [-8, 7].
 float dot_q4_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
-  const uint8x16_t low4 = vdupq_n_u8(0x0f);
-  const int8x16_t eight = vdupq_n_s8(8);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* wb = w + b * 18;
-    const uint8_t* ab = a + b * 34;
+  return sum_blocks32<18, 34>(n, w, a, [](const uint8_t* wb, const uint8_t* ab) {
     const uint8x16_t qs = vld1q_u8(wb + 2);
-    const int8x16_t lo = vsubq_s8(as_s8(vandq_u8(qs, low4)), eight);
-    const int8x16_t hi = vsubq_s8(as_s8(vshrq_n_u8(qs, 4)), eight);
-    const int32x4_t s = dot32_small(vdupq_n_s32(0), lo, vld1q_s8(as_i8(ab + 2)), hi, vld1q_s8(as_i8(ab + 18)));
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(s), load_fp16(wb) * load_fp16(ab));
-  }
-  return vaddvq_f32(acc);
+    const int8x16_t lo = vsubq_s8(as_s8(vandq_u8(qs, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
+    const int8x16_t hi = vsubq_s8(as_s8(vshrq_n_u8(qs, 4)), vdupq_n_s8(8));
+    return scaled(dot32_small(vdupq_n_s32(0), lo, vld1q_s8(as_i8(ab + 2)), hi, vld1q_s8(as_i8(ab + 18))), wb, ab);
+  });
 }
 
 // Q4_1 (20 bytes: fp16 d, fp16 m, qs[16] as Q4_0) against Q8_1 (fp16 d, fp16 s = d * sum q, int8
 // qs[32]): the codes 0..15 as they are; the min term m_w * s_a needs no integers.
 float dot_q4_1_q8_1(int64_t n, const uint8_t* w, const uint8_t* a) {
-  const uint8x16_t low4 = vdupq_n_u8(0x0f);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  float min_sum = 0.0f;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* wb = w + b * 20;
-    const uint8_t* ab = a + b * 36;
+  return sum_blocks32<20, 36>(n, w, a, [](const uint8_t* wb, const uint8_t* ab) {
     const uint8x16_t qs = vld1q_u8(wb + 4);
-    const int32x4_t s = dot32_small(vdupq_n_s32(0), as_s8(vandq_u8(qs, low4)), vld1q_s8(as_i8(ab + 4)),
-                                    as_s8(vshrq_n_u8(qs, 4)), vld1q_s8(as_i8(ab + 20)));
-    acc = vmlaq_n_f32(acc, vcvtq_f32_s32(s), load_fp16(wb) * load_fp16(ab));
-    min_sum += load_fp16(wb + 2) * load_fp16(ab + 2);
-  }
-  return vaddvq_f32(acc) + min_sum;
+    const int8x16_t lo = as_s8(vandq_u8(qs, vdupq_n_u8(0x0f)));
+    const int8x16_t hi = as_s8(vshrq_n_u8(qs, 4));
+    return scaled_with_min(dot32_small(vdupq_n_s32(0), lo, vld1q_s8(as_i8(ab + 4)), hi, vld1q_s8(as_i8(ab + 20))),
+                           wb, ab);
+  });
 }
 
 // The 8 sub-block scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K / Q5_K block from its
