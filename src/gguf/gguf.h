@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -117,12 +118,27 @@ class Writer {
   void set_f32_array(std::string key, std::vector<float> v);
   void set_i32_array(std::string key, std::vector<int32_t> v);
 
+  // A value read from another file, copied as it is (scalars, strings, arrays of either; a
+  // nested array is refused).
+  Status set_value(std::string key, const Value& v);
+
   // ne[0] is the row length; `data` must hold ggml_tensor_n_bytes(type, n) bytes.
   Status add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne,
                     std::vector<uint8_t> data);
+  // A tensor whose data write_streamed asks for when it reaches it.
+  Status add_tensor_layout(std::string name, GgmlType type, std::vector<int64_t> ne);
 
   std::vector<uint8_t> serialize() const;
   Status write(const std::string& path) const;
+
+  // Tensor i's data for write_streamed (i in add order); any other size than its type and
+  // shape need is an error.
+  using TensorSource = std::function<Result<std::vector<uint8_t>>(size_t i)>;
+  // Writes the file without holding all of it in memory: the header, then each tensor's data
+  // as `source` produces it (tensors added with data use theirs). The bytes go to path + ".part",
+  // renamed to `path` only when complete; on any error the partial file is removed and `path`
+  // is left as it was.
+  Status write_streamed(const std::string& path, const TensorSource& source) const;
 
  private:
   struct Entry {
@@ -137,7 +153,10 @@ class Writer {
     GgmlType type = GgmlType::kF32;
     std::vector<int64_t> ne;
     std::vector<uint8_t> data;
+    uint64_t n_bytes = 0;  // what the type and shape need
   };
+  // The header and tensor table, padded to the data alignment when tensors follow.
+  std::vector<uint8_t> serialize_header() const;
   void set(Entry entry);
   // The alignment the data is laid out with: a valid general.alignment entry, else alignment_.
   uint64_t layout_alignment() const;

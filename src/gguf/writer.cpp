@@ -111,6 +111,53 @@ void Writer::set_i32_array(std::string key, std::vector<int32_t> v) {
   set({std::move(key), ValueType::kArray, ValueType::kInt32, raw_of(v.data(), v.size()), {}});
 }
 
+Status Writer::set_value(std::string key, const Value& v) {
+  Entry e{std::move(key), v.type, ValueType::kUint8, {}, {}};
+  const auto scalar = [](ValueType type, const Value& x) {
+    std::vector<uint8_t> raw;
+    switch (type) {
+      case ValueType::kUint8: append(&raw, static_cast<uint8_t>(x.u64)); break;
+      case ValueType::kBool: append(&raw, static_cast<uint8_t>(x.u64 != 0)); break;
+      case ValueType::kInt8: append(&raw, static_cast<int8_t>(x.i64)); break;
+      case ValueType::kUint16: append(&raw, static_cast<uint16_t>(x.u64)); break;
+      case ValueType::kInt16: append(&raw, static_cast<int16_t>(x.i64)); break;
+      case ValueType::kUint32: append(&raw, static_cast<uint32_t>(x.u64)); break;
+      case ValueType::kInt32: append(&raw, static_cast<int32_t>(x.i64)); break;
+      case ValueType::kFloat32: append(&raw, static_cast<float>(x.f64)); break;
+      case ValueType::kUint64: append(&raw, x.u64); break;
+      case ValueType::kInt64: append(&raw, x.i64); break;
+      case ValueType::kFloat64: append(&raw, x.f64); break;
+      default: break;
+    }
+    return raw;
+  };
+  if (v.type == ValueType::kString) {
+    e.strings.emplace_back(v.str);
+  } else if (v.type == ValueType::kArray) {
+    e.array_type = v.array_type;
+    if (v.array_type == ValueType::kString) {
+      e.strings.assign(v.array_strings.begin(), v.array_strings.end());
+    } else if (v.array_type == ValueType::kArray) {
+      return unsupported("gguf writer: key '" + e.key + "' is a nested array");
+    } else {
+      e.raw.assign(v.array_bytes.begin(), v.array_bytes.end());
+    }
+  } else {
+    e.raw = scalar(v.type, v);
+  }
+  set(std::move(e));
+  return Status::ok_status();
+}
+
+Status Writer::add_tensor_layout(std::string name, GgmlType type, std::vector<int64_t> ne) {
+  auto n_bytes = ggml_tensor_shape_n_bytes(type, ne);
+  if (!n_bytes.ok()) return n_bytes.status().with_context("gguf writer: tensor '" + name + "'");
+  BITNET_RETURN_IF_ERROR(add_tensor(std::move(name), type, std::move(ne), std::vector<uint8_t>(*n_bytes)));
+  tensors_.back().data.clear();
+  tensors_.back().data.shrink_to_fit();
+  return Status::ok_status();
+}
+
 Status Writer::add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne,
                           std::vector<uint8_t> data) {
   for (const Tensor& t : tensors_) {
@@ -130,7 +177,7 @@ Status Writer::add_tensor(std::string name, GgmlType type, std::vector<int64_t> 
     return invalid_argument("gguf writer: tensor '" + name + "' has " + std::to_string(data.size()) +
                             " bytes of data, its type and shape need " + std::to_string(*n_bytes));
   }
-  tensors_.push_back({std::move(name), type, std::move(ne), std::move(data)});
+  tensors_.push_back({std::move(name), type, std::move(ne), std::move(data), *n_bytes});
   return Status::ok_status();
 }
 
@@ -144,6 +191,17 @@ uint64_t Writer::layout_alignment() const {
 }
 
 std::vector<uint8_t> Writer::serialize() const {
+  std::vector<uint8_t> bytes = serialize_header();
+  const uint64_t align = layout_alignment();
+  for (const Tensor& t : tensors_) {
+    BITNET_CHECK(t.data.size() == t.n_bytes);  // layout-only tensors are for write_streamed
+    bytes.insert(bytes.end(), t.data.begin(), t.data.end());
+    bytes.resize(align_up(bytes.size(), align), 0);
+  }
+  return bytes;
+}
+
+std::vector<uint8_t> Writer::serialize_header() const {
   const uint64_t align = layout_alignment();
   Out out(version_);
   out.put(detail::kMagic);
@@ -183,15 +241,11 @@ std::vector<uint8_t> Writer::serialize() const {
     }
     out.put(static_cast<uint32_t>(t.type));
     out.put(offset);
-    offset = align_up(offset + t.data.size(), align);
+    offset = align_up(offset + t.n_bytes, align);
   }
 
   // gguf-py pads the header only when tensor data follows.
   if (!tensors_.empty()) out.pad_to(align);
-  for (const Tensor& t : tensors_) {
-    out.raw(t.data);
-    out.pad_to(align);
-  }
   return std::move(out.bytes());
 }
 
@@ -203,6 +257,51 @@ Status Writer::write(const std::string& path) const {
   const int write_err = errno;
   if (std::fclose(f) != 0 || written != bytes.size()) {
     return io_error(path + ": cannot write: " + std::strerror(written != bytes.size() ? write_err : errno));
+  }
+  return Status::ok_status();
+}
+
+}  // namespace bitnet::gguf
+
+namespace bitnet::gguf {
+
+Status Writer::write_streamed(const std::string& path, const TensorSource& source) const {
+  const std::string part = path + ".part";
+  std::FILE* f = std::fopen(part.c_str(), "wb");
+  if (!f) return io_error(part + ": cannot create: " + std::strerror(errno));
+  const auto fail = [&](Status s) {
+    std::fclose(f);
+    std::remove(part.c_str());
+    return s;
+  };
+  const auto put = [&](std::span<const uint8_t> b) -> Status {
+    if (!b.empty() && std::fwrite(b.data(), 1, b.size(), f) != b.size()) {
+      return io_error(part + ": cannot write: " + std::strerror(errno));
+    }
+    return Status::ok_status();
+  };
+  const uint64_t align = layout_alignment();
+  if (Status s = put(serialize_header()); !s.ok()) return fail(s);
+  const std::vector<uint8_t> zeros(align, 0);
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const Tensor& t = tensors_[i];
+    Result<std::vector<uint8_t>> data = t.data.size() == t.n_bytes ? Result<std::vector<uint8_t>>(t.data) : source(i);
+    if (!data.ok()) return fail(data.status());
+    if (data->size() != t.n_bytes) {
+      return fail(internal_error("gguf writer: tensor '" + t.name + "' got " + std::to_string(data->size()) +
+                                 " bytes of data, its type and shape need " + std::to_string(t.n_bytes)));
+    }
+    if (Status s = put(*data); !s.ok()) return fail(s);
+    if (Status s = put(std::span(zeros).first(align_up(t.n_bytes, align) - t.n_bytes)); !s.ok()) return fail(s);
+  }
+  if (std::fclose(f) != 0) {
+    std::remove(part.c_str());
+    return io_error(part + ": cannot write: " + std::strerror(errno));
+  }
+  if (std::rename(part.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(part.c_str());
+    return io_error(path + ": cannot rename " + part + " to it: " + std::strerror(err));
   }
   return Status::ok_status();
 }

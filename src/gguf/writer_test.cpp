@@ -156,32 +156,12 @@ TEST(GgufWriter, RejectsBadTensors) {
   EXPECT_FALSE(v1.add_tensor("big", GgmlType::kI8, {int64_t{1} << 32, 0}, {}).ok());
 }
 
-// Copies a parsed file into a Writer; false when it holds a value type the Writer lacks.
+// Copies a parsed file into a Writer (Writer::set_value); false when it refuses a value.
 bool copy_into(const File& f, Writer* w) {
   for (const KeyValue& kv : f.metadata()) {
-    const Value& v = kv.value;
     if (kv.key == "general.alignment") continue;  // the Writer's constructor writes it
-    switch (v.type) {
-      case ValueType::kUint8: w->set_u8(kv.key, static_cast<uint8_t>(v.u64)); break;
-      case ValueType::kInt32: w->set_i32(kv.key, static_cast<int32_t>(v.i64)); break;
-      case ValueType::kUint32: w->set_u32(kv.key, static_cast<uint32_t>(v.u64)); break;
-      case ValueType::kUint64: w->set_u64(kv.key, v.u64); break;
-      case ValueType::kFloat32: w->set_f32(kv.key, static_cast<float>(v.f64)); break;
-      case ValueType::kBool: w->set_bool(kv.key, v.u64 != 0); break;
-      case ValueType::kString: w->set_string(kv.key, std::string(v.str)); break;
-      case ValueType::kArray:
-        if (v.array_type == ValueType::kString) {
-          w->set_string_array(kv.key, {v.array_strings.begin(), v.array_strings.end()});
-        } else if (v.array_type == ValueType::kFloat32) {
-          w->set_f32_array(kv.key, *f.get_f32_array(kv.key).value());
-        } else if (v.array_type == ValueType::kInt32) {
-          w->set_i32_array(kv.key, *f.get_i32_array(kv.key).value());
-        } else {
-          return false;
-        }
-        break;
-      default: return false;
-    }
+    const Status s = w->set_value(kv.key, kv.value);
+    if (!s.ok()) return false;
   }
   for (const TensorInfo& t : f.tensors()) {
     const Status s = w->add_tensor(t.name, t.type, {t.ne.begin(), t.ne.begin() + t.n_dims},
@@ -221,6 +201,56 @@ TEST(GgufWriter, ReproducesOwnersFilesByteForByte) {
     ++compared;
   }
   if (compared == 0) GTEST_SKIP() << "no files under " << shared_path("");
+}
+
+// write_streamed writes the bytes serialize() would, asking for the data of layout-only
+// tensors in order; a failing source leaves no file behind and an existing file untouched.
+TEST(GgufWriter, StreamedWriteEqualsSerializeAndIsAtomic) {
+  Writer w(3);
+  w.set_string("general.architecture", "llama");
+  ASSERT_TRUE(w.add_tensor("a", GgmlType::kF16, {5, 3}, pattern_bytes(30, 1)).ok());
+  ASSERT_TRUE(w.add_tensor_layout("b", GgmlType::kQ8_0, {64, 2}).ok());
+  ASSERT_TRUE(w.add_tensor_layout("c", GgmlType::kF32, {3}).ok());
+  std::vector<size_t> asked;
+  const auto source = [&](size_t i) -> Result<std::vector<uint8_t>> {
+    asked.push_back(i);
+    return i == 1 ? pattern_bytes(4 * 34, 2) : pattern_bytes(12, 3);
+  };
+  const std::string path = ::testing::TempDir() + "gguf_writer_streamed.gguf";
+  ASSERT_TRUE(w.write_streamed(path, source).ok());
+  EXPECT_EQ(asked, (std::vector<size_t>{1, 2}));
+  Writer same(3);
+  same.set_string("general.architecture", "llama");
+  ASSERT_TRUE(same.add_tensor("a", GgmlType::kF16, {5, 3}, pattern_bytes(30, 1)).ok());
+  ASSERT_TRUE(same.add_tensor("b", GgmlType::kQ8_0, {64, 2}, pattern_bytes(4 * 34, 2)).ok());
+  ASSERT_TRUE(same.add_tensor("c", GgmlType::kF32, {3}, pattern_bytes(12, 3)).ok());
+  auto f = File::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  const std::vector<uint8_t> want = same.serialize();
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), f->bytes().begin(), f->bytes().end()));
+
+  // A source that fails, or returns the wrong size: the old file stays, no .part is left.
+  const auto failing = [](size_t i) -> Result<std::vector<uint8_t>> {
+    if (i == 1) return io_error("disk on fire");
+    return pattern_bytes(12, 3);
+  };
+  EXPECT_EQ(w.write_streamed(path, failing).code(), StatusCode::kIoError);
+  const auto short_data = [](size_t) -> Result<std::vector<uint8_t>> { return pattern_bytes(3, 3); };
+  EXPECT_EQ(w.write_streamed(path, short_data).code(), StatusCode::kInternal);
+  EXPECT_FALSE(std::filesystem::exists(path + ".part"));
+  auto again = File::open(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), again->bytes().begin(), again->bytes().end()));
+  std::remove(path.c_str());
+  EXPECT_EQ(w.write_streamed("/nonexistent/dir/x.gguf", source).code(), StatusCode::kIoError);
+}
+
+TEST(GgufWriter, SetValueRefusesNestedArrays) {
+  Value nested;
+  nested.type = ValueType::kArray;
+  nested.array_type = ValueType::kArray;
+  Writer w;
+  EXPECT_EQ(w.set_value("x", nested).code(), StatusCode::kUnsupported);
 }
 
 }  // namespace

@@ -153,6 +153,15 @@ TEST(GgmlGolden, QuantizeAndRoundTrip) {
        "f5cb2d795dd9e922196295cc6f010fc273d37b11bef3c1dea7e79320c4b6cbfa"},
       {GgmlType::kQ8_K, "a1b2d0acd2f1ac06c431d97ff5522967d95439644f98f926978aeae78f0cbba2",
        "9b7f086e64c8ced3d2286d67a0757584efe38a7e650fa9cad9d5a419bed5d7e9"},
+      {GgmlType::kQ2_K, "7fd6723a686725e28adfad44777b612fc838657901c34af609dcbf683e36df87",
+       "57119ad03fb1f70b6f871f6c4122afde5d740a9d69be059b1f015811fdbf2e47"},
+      {GgmlType::kQ3_K, "b3b387c5cfe5aae60bbe9bf99a15cf2dab6f782b2beb079cc9d8b75f6b4e337d",
+       "b35e2471c2755990a403165066206ad46f85739acc616b2a48da1fb4711f3f65"},
+      // The input's all-zero blocks follow non-zero ones: ggml repeats the previous codes there.
+      {GgmlType::kIQ4_NL, "39e25d7647690a1770cd4ff316c80d05426b2f5c25dc1aa047727189de9f2074",
+       "359d2d1a11dcba6407eae327ff221ae1829a9895feb7f80d366d1de439fa2098"},
+      {GgmlType::kIQ4_XS, "2c6c814e1ef319e307a20f07f65271d3366ac1a7bc39b2de7c611548a5a89b1f",
+       "b4fc65673879879837e5d0336397addac7af30857a0906ddbf79b961d00ba516"},
   };
   const std::vector<float> x = golden_input();
   for (const Case& c : cases) {
@@ -166,9 +175,9 @@ TEST(GgmlGolden, QuantizeAndRoundTrip) {
   }
 }
 
-// The K quantizers' scale searches on 4096 super-blocks: a wrong association in a weighted sum
-// or a missing search step changes only a few blocks in a thousand (checked by mutation), too
-// few for the small input to show.
+// The K and IQ4 quantizers' scale searches on 4096 super-blocks: a wrong association in a
+// weighted sum or a missing search step changes only a few blocks in a thousand (checked by
+// mutation for Q4_K..Q6_K), too few for the small input to show.
 TEST(GgmlGolden, KQuantizersOnALargeInput) {
   const std::vector<float> x = large_input();
   EXPECT_EQ(digest(x), "252cfd7972e1997d2766bf6cfd5ce75aff24cb3bc43bb62d8c2e126aa5ef3689");
@@ -181,6 +190,10 @@ TEST(GgmlGolden, KQuantizersOnALargeInput) {
       {GgmlType::kQ4_K, "5bee0224b0121b2d158d56fac75ec2a6299307d0962b67c0bc17963136287bb8"},
       {GgmlType::kQ5_K, "a0b42f96296723ef803070c963f032e15f8007356fcdcc97dbc6e0f52657f310"},
       {GgmlType::kQ6_K, "1dc0d20858f28028e3a1accdd67aa4efb8233eab2c352f892ae6e198098d132e"},
+      {GgmlType::kQ2_K, "9d2f11daedef7755aea290ea0adb07af4dfb1737bf27932de544b66986d7bc97"},
+      {GgmlType::kQ3_K, "4d4acc35264c774822370748715bfa9990d44d79fcf9ef462a7cfa4458271216"},
+      {GgmlType::kIQ4_NL, "84489613eb1c8d415fb569493b584b357f921ad3aabe74feb89c7deec9c8a198"},
+      {GgmlType::kIQ4_XS, "ee82a1845331c844f36de9c950a0c7596a13ca131255d264c872c2e3b54807ca"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(ggml_type_name(c.type));
@@ -255,6 +268,19 @@ TEST(GgmlGolden, DotProducts) {
        "83f33ec9c6be7e718060fde92c9b05da5d6ed766d56375146489589240c471fe"},
       {GgmlType::kQ6_K, {256, 210, {208}}, 0xc9800910,
        "a52d39776bd1ba3c8cbb195354947763f5c6ea95c06e2f5d22fc6fca60a35441"},
+      // Added later, after the cases above in the same stream.
+      {GgmlType::kQ5_0, {32, 22, {0}}, 0xc68adf88,
+       "8d424dabb8f0012de18823931a1d7e377528cbb4da2884fc0d3c036d37a62bfa"},
+      {GgmlType::kQ5_1, {32, 24, {0, 2}, 2}, 0x4823c2e9,
+       "7f839aacedbe1bd2450caa70b549de03f8225d3f4b4a5324efebda5f620af5a3"},
+      {GgmlType::kQ2_K, {256, 84, {80, 82}}, 0x4703ab85,
+       "2b39955c8e3c1c248e9cba07b8e2b5be7c7d2499f7384d66c1f7499c38abe469"},
+      {GgmlType::kQ3_K, {256, 110, {108}}, 0xc7a4dc93,
+       "b9d9528ba046ff51131fe7a5874987e471e3c2f0e5811e88977187541077166f"},
+      {GgmlType::kIQ4_NL, {32, 18, {0}}, 0xc75edc0c,
+       "ede851180430c5fb4749c094c9408d66f56ed1ded345b2bb5ebc69bb0290903e"},
+      {GgmlType::kIQ4_XS, {256, 136, {0}}, 0xc9cc97ec,
+       "f1a81eebc0ffd094649de612c53cc6bb1dac98fbcbfd7a6abb3bf76b06434910"},
   };
   const std::vector<float> x = golden_input();
   Rng rng(0x94D049BB133111EBULL);

@@ -1,6 +1,7 @@
 // IQ4_NL (GGML type 20) and IQ4_XS (type 23): 4-bit codes indexing a fixed non-linear table,
-// as ggml-common.h's block_iq4_nl / block_iq4_xs. Dequantization only, with the arithmetic of
-// ggml-quants.c's dequantize_row_iq4_{nl,xs} at llama.cpp
+// as ggml-common.h's block_iq4_nl / block_iq4_xs, with the arithmetic of ggml-quants.c's
+// quantize_row_iq4_{nl,xs}_ref and dequantize_row_iq4_{nl,xs} and of the generic
+// ggml_vec_dot_iq4_nl_q8_0 / ggml_vec_dot_iq4_xs_q8_K of ggml-cpu-quants.c at llama.cpp
 // c392e5094deaf2d1a7c18683214f007fad3fe42b.
 //
 // IQ4_NL, 32 elements in 18 bytes:
@@ -27,9 +28,31 @@ inline constexpr int64_t kIq4XsBlockBytes = 136;
 inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
+// quantize_row_iq4_nl_ref for one block: x[32] (finite) -> dst[18]. ggml's reference
+// (quantize_row_iq4_nl_impl with ntry = -1, no importance weights): d = max / -127, each element
+// to the nearest table value, then d = the least-squares scale of those codes (weights x^2).
+// An all-zero block (max |x| < 1e-15) gets d = 0 and its qs are left as they are: ggml writes
+// the codes of the previous block there (its code buffer is not cleared), which quant::quantize
+// reproduces by copying them in before the call (zeros at the start of a row).
+void iq4_nl_quantize_block(const float* x, uint8_t* dst);
+// quantize_row_iq4_xs_ref for one block: x[256] (finite) -> dst[136]. ggml's quantize_iq4_xs
+// without importance weights (ntry = 7): per sub-block of 32 the least-squares scale of the
+// first guess and of 15 more starting scales (id = (t - 127) / max, t in -7..7); the scales to
+// 6 bits against d = -(scale of largest magnitude) / 32, then the codes again from them.
+void iq4_xs_quantize_block(const float* x, uint8_t* dst);
+
 // dequantize_row_iq4_nl: src[18] -> y[32].
 void iq4_nl_dequantize_block(const uint8_t* src, float* y);
 // dequantize_row_iq4_xs: src[136] -> y[256].
 void iq4_xs_dequantize_block(const uint8_t* src, float* y);
+
+// Scalar twins of ggml's generic dot products over n elements: w holds the weight blocks, a the
+// activation blocks (q8_0.h, q8_k.h). Integer sums of table value * q8 are exact; the float
+// steps are ggml's:
+//   iq4_nl (n a multiple of 32), per block:  sum += (d_a * d_w) * sumi
+//   iq4_xs (n a multiple of 256), per 32-element sub-block s:
+//                                            sum += ((d_w * d_a) * (scale_s - 32)) * sumi_s
+float vec_dot_iq4_nl_q8_0(int64_t n, const uint8_t* w, const uint8_t* a);
+float vec_dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a);
 
 }  // namespace bitnet::quant

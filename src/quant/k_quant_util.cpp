@@ -63,6 +63,59 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
   return scale;
 }
 
+float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0.0f;  // the element of largest magnitude, with its sign
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t{0});
+    return 0.0f;
+  }
+  const auto level = [nmax](float v) { return std::clamp(nearest_int(v), -nmax, nmax - 1); };
+  const float iscale = static_cast<float>(-nmax) / max;
+  float sumlx = 0.0f;
+  float suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = level(iscale * x[i]);
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      const auto li = static_cast<float>(L[i]);
+      float slx = sumlx - w * x[i] * li;
+      if (slx > 0.0f) {
+        float sl2 = suml2 - w * li * li;
+        const int new_l = level(x[i] * sl2 / slx);
+        if (new_l != L[i]) {
+          const auto fl = static_cast<float>(new_l);
+          slx += w * x[i] * fl;
+          sl2 += w * fl * fl;
+          if (sl2 > 0.0f && slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<int8_t>(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (n_changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return sumlx / suml2;
+}
+
 float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
                        float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
                        bool use_mad) {

@@ -30,6 +30,12 @@ inline int nearest_int(float f) {
 // tried and the best weighted fit kept. An all-zero group (amax < 1e-15) gives 0 and L = 0.
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L);
 
+// ggml's make_q3_quants(n, nmax, x, L, do_rmse = true), the call of the reference Q3_K
+// quantizer: levels l in [-nmax, nmax-1] starting from max -> -nmax, then up to 5 passes that
+// move single elements to a level that improves the fit of x ~ scale * l weighted by x^2.
+// Returns the scale sumlx / suml2 and L[i] = l + nmax. An all-zero group gives 0 and L = 0.
+float make_q3_quants(int n, int nmax, const float* x, int8_t* L);
+
 // ggml's make_qkx2_quants: asymmetric levels L[i] in [0, nmax] for x[n] with weights[n], such
 // that x ~ scale * L - the_min; tries nstep + 1 scales (rmin + rdelta * is + nmax) / range and
 // keeps the least weighted squared (use_mad: absolute) error. Returns the scale; *the_min >= 0.

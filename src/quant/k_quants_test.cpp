@@ -1,8 +1,9 @@
 // The K super-block formats and IQ4: hand-built blocks (d = 1 in fp16) whose expected values
-// are worked out in the comments, checking every packed field; round-trip error, what
-// re-quantization preserves, and the Q8_K dot products.
+// are worked out in the comments, checking every packed field; zero blocks, round-trip error,
+// what re-quantization preserves, and the Q8_K dot products (Q2_K..Q6_K, IQ4_XS).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -285,6 +286,41 @@ TEST(KQuants, ZeroBlocksAreZeroBytes) {
   }
 }
 
+// Zero blocks of the formats quantized only for their dot products. Q2_K and Q3_K: all zero
+// bytes. IQ4_XS: d = -0 (-max_scale / 32), every 6-bit scale 32 (i.e. 0) and every code 8
+// (table value 1, the nearest to 0). IQ4_NL: d = 0 and ggml's codes of the previous block of the
+// row (its code buffer is not cleared), zeros at the start of a row.
+TEST(KQuants, ZeroBlocksOfTheDotOnlyFormats) {
+  const std::vector<float> zeros(512, 0.0f);
+  for (GgmlType type : {GgmlType::kQ2_K, GgmlType::kQ3_K}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    const std::vector<uint8_t> q = quantized(type, zeros, 256);
+    EXPECT_EQ(q, std::vector<uint8_t>(q.size(), 0));
+  }
+  std::vector<uint8_t> xs_block = {0x00, 0x80, 0xAA, 0xAA, 0, 0, 0, 0};
+  xs_block.resize(136, 0x88);
+  EXPECT_EQ(quantized(GgmlType::kIQ4_XS, std::vector<float>(256, 0.0f), 256), xs_block);
+  EXPECT_EQ(dequantized(GgmlType::kIQ4_XS, xs_block, 256), std::vector<float>(256, 0.0f));
+
+  std::vector<float> x(128, 0.0f);  // rows of 64: a ramp block and a zero block, two zero blocks
+  for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j) - 15.5f;
+  const std::vector<uint8_t> two_rows = quantized(GgmlType::kIQ4_NL, x, 64);
+  const std::vector<uint8_t> one_row =
+      quantized(GgmlType::kIQ4_NL, {x.begin(), x.begin() + 32}, 32);
+  ASSERT_EQ(two_rows.size(), 18u * 4);
+  EXPECT_NE(fp16_to_fp32(static_cast<uint16_t>(two_rows[0] | two_rows[1] << 8)), 0.0f);
+  EXPECT_EQ(std::vector<uint8_t>(two_rows.begin(), two_rows.begin() + 18), one_row);
+  // Block 1: d = 0, the codes of block 0.
+  EXPECT_EQ(two_rows[18], 0);
+  EXPECT_EQ(two_rows[19], 0);
+  EXPECT_TRUE(std::equal(two_rows.begin() + 20, two_rows.begin() + 36, two_rows.begin() + 2));
+  // Blocks 2 and 3, the second row: all zero.
+  EXPECT_EQ(std::vector<uint8_t>(two_rows.begin() + 36, two_rows.end()),
+            std::vector<uint8_t>(36, 0));
+  const std::vector<float> y = dequantized(GgmlType::kIQ4_NL, two_rows, 128);
+  for (int e = 32; e < 128; ++e) EXPECT_EQ(y[e], 0.0f) << e;
+}
+
 // Round-trip error relative to the signal: the worst of several seeds, measured, plus ~10 %.
 TEST(KQuants, RoundTripError) {
   constexpr testing::RoundTripBound bounds[] = {
@@ -292,6 +328,10 @@ TEST(KQuants, RoundTripError) {
       {GgmlType::kQ5_K, 0.040, 0.031, 0.041, 0.0105},
       {GgmlType::kQ6_K, 0.0196, 0.0147, 0.0193, 0.0093},
       {GgmlType::kQ8_K, 0.0077, 0.0043, 0.0063, 0.0028},
+      {GgmlType::kQ2_K, 0.33, 0.26, 0.39, 0.064},  // 2 bits, no importance weights
+      {GgmlType::kQ3_K, 0.167, 0.14, 0.155, 0.052},
+      {GgmlType::kIQ4_NL, 0.087, 0.075, 0.082, 0.07},
+      {GgmlType::kIQ4_XS, 0.085, 0.072, 0.08, 0.044},
   };
   testing::expect_round_trip_within(bounds);
 }
@@ -329,10 +369,14 @@ TEST(KQuants, RequantizingMovesLittle) {
   }
 }
 
+// The weight formats with a dot product against Q8_K.
+constexpr GgmlType kQ8KDotTypes[] = {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
+                                     GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS};
+
 // vec_dot_X_q8_K(w, quantize_q8_K(x)) against the float dot of the dequantized operands.
 TEST(KQuants, DotProductsMatchDequantizedDot) {
   const int64_t n = 256 * 12;
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : kQ8KDotTypes) {
     for (Dist dist : testing::kDists) {
       SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " " << dist_name(dist));
       const std::vector<uint8_t> w = quantized(type, testing::random_floats(n, dist, 21), n);
@@ -354,7 +398,7 @@ TEST(KQuants, DotProductsMatchDequantizedDot) {
 TEST(KQuants, DotProductsIntegerPartsAreExact) {
   std::mt19937 rng(17);
   const int64_t n = 512;
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : kQ8KDotTypes) {
     SCOPED_TRACE(ggml_type_name(type));
     const auto block_bytes = static_cast<int64_t>(*ggml_tensor_n_bytes(type, 256));
     std::vector<uint8_t> w(static_cast<size_t>(n / 256 * block_bytes));
@@ -363,12 +407,11 @@ TEST(KQuants, DotProductsIntegerPartsAreExact) {
     std::vector<int64_t> qa(n);
     std::uniform_int_distribution<int> small(-3, 3);
     for (int64_t b = 0; b < n / 256; ++b) {
-      if (type == GgmlType::kQ6_K) {
-        put_f16(w, static_cast<size_t>(b * block_bytes + 208), 1.0f);
-      } else {
-        put_f16(w, static_cast<size_t>(b * block_bytes), 1.0f);
-        put_f16(w, static_cast<size_t>(b * block_bytes + 2), 1.0f);
-      }
+      // d (and dmin) = 1: Q4_K/Q5_K at 0 and 2, the rest where testing:: knows them.
+      std::vector<int> at = testing::fp16_scale_offsets(type);
+      if (type == GgmlType::kQ6_K) at = {208};
+      if (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) at = {0, 2};
+      for (int o : at) put_f16(w, static_cast<size_t>(b * block_bytes + o), 1.0f);
       uint8_t* ab = a.data() + b * kQ8_KBlockBytes;
       const float one = 1.0f;
       std::memcpy(ab, &one, 4);

@@ -1,6 +1,8 @@
 // Q2_K (GGML type 10) and Q3_K (type 11): 256-element super-blocks, 16 sub-blocks of 16, as
-// ggml-common.h's block_q2_K / block_q3_K. Dequantization only, with the arithmetic of
-// ggml-quants.c's dequantize_row_q{2,3}_K at llama.cpp c392e5094deaf2d1a7c18683214f007fad3fe42b.
+// ggml-common.h's block_q2_K / block_q3_K, with the arithmetic of ggml-quants.c's
+// quantize_row_q{2,3}_K_ref and dequantize_row_q{2,3}_K and of the generic
+// ggml_vec_dot_q{2,3}_K_q8_K of ggml-cpu-quants.c at llama.cpp
+// c392e5094deaf2d1a7c18683214f007fad3fe42b.
 //
 // Both pack 2-bit codes the same way: element e = 128h + 32j + r (h < 2, j < 4, r < 32) in
 // qs[32h + r], bits 2j..2j+1; sub-block s = e / 16.
@@ -28,11 +30,32 @@ namespace bitnet::quant {
 inline constexpr int64_t kQ2_KBlockBytes = 84;
 inline constexpr int64_t kQ3_KBlockBytes = 110;
 
+// quantize_row_q{2,3}_K_ref for one block: x[256] (finite) -> dst[84] / dst[110].
+//   Q2_K: per sub-block make_qkx2_quants(16, 3, weights |x|, rmin -0.5, rdelta 0.1, 15 steps,
+//         absolute error); scales and mins to 4 bits against the largest of each; the codes
+//         recomputed from the rounded scales (a sub-block whose scale rounds to 0 keeps the
+//         search's codes).
+//   Q3_K: per sub-block make_q3_quants(16, 4); the scales to 6 bits against the one of
+//         largest magnitude (d = 1 / iscale); codes recomputed as Q2_K's.
+void q2_K_quantize_block(const float* x, uint8_t* dst);
+void q3_K_quantize_block(const float* x, uint8_t* dst);
+
 // dequantize_row_q{2,3}_K: src -> y[256].
 void q2_K_dequantize_block(const uint8_t* src, float* y);
 void q3_K_dequantize_block(const uint8_t* src, float* y);
 
 // The 6-bit scale (0..63, before the -32) of Q3_K sub-block s.
 int q3_K_scale(const uint8_t* scales, int s);
+
+// Scalar twins of ggml's generic ggml_vec_dot_q2_K_q8_K / ggml_vec_dot_q3_K_q8_K over n
+// elements (a multiple of 256): w holds n/256 weight blocks, a n/256 Q8_K blocks (q8_k.h).
+// Integer sums are exact; the float steps are ggml's, per super-block:
+//   q2_K: isum = sum over elements of sc * q * q8, summs = sum over sub-blocks of m * bsum;
+//         sum += (d_a * d_w) * isum - (d_a * dmin_w) * summs
+//   q3_K: eight int32 lanes (element e in lane e % 8) of (scale - 32) * int16(code * q8);
+//         lane sums[l] += (d_w * d_a) * lane[l] over the super-blocks, then
+//         0 + sums[0] + ... + sums[7]
+float vec_dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a);
+float vec_dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a);
 
 }  // namespace bitnet::quant

@@ -194,4 +194,47 @@ float vec_dot_q4_1_q8_1(int64_t n, const uint8_t* w, const uint8_t* a) {
   return sumf;
 }
 
+float vec_dot_q5_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
+  float sumf = 0.0f;
+  int q[kQ4_5BlockElems];
+  for (int64_t b = 0; b < n / kQ4_5BlockElems; ++b) {
+    const uint8_t* wb = w + b * kQ5_0BlockBytes;
+    const uint8_t* ab = a + b * kQ8_0BlockBytes;
+    unpack_q5(wb + 2, wb + 6, q);
+    const auto* qa = reinterpret_cast<const int8_t*>(ab + 2);
+    int sumi0 = 0;
+    int sumi1 = 0;
+    for (int j = 0; j < kHalf; ++j) {
+      sumi0 += (q[j] - 16) * qa[j];
+      sumi1 += (q[j + kHalf] - 16) * qa[j + kHalf];
+    }
+    const int sumi = sumi0 + sumi1;
+    const float d = fp16_to_fp32(load_u16(wb)) * fp16_to_fp32(load_u16(ab));
+    sumf += d * static_cast<float>(sumi);
+  }
+  return sumf;
+}
+
+float vec_dot_q5_1_q8_1(int64_t n, const uint8_t* w, const uint8_t* a) {
+  float sumf = 0.0f;
+  int q[kQ4_5BlockElems];
+  for (int64_t b = 0; b < n / kQ4_5BlockElems; ++b) {
+    const uint8_t* wb = w + b * kQ5_1BlockBytes;
+    const uint8_t* ab = a + b * kQ8_1BlockBytes;
+    unpack_q5(wb + 4, wb + 8, q);
+    const auto* qa = reinterpret_cast<const int8_t*>(ab + 4);
+    int sumi0 = 0;
+    int sumi1 = 0;
+    for (int j = 0; j < kHalf; ++j) {
+      sumi0 += q[j] * qa[j];
+      sumi1 += q[j + kHalf] * qa[j + kHalf];
+    }
+    const int sumi = sumi0 + sumi1;
+    const float d = fp16_to_fp32(load_u16(wb)) * fp16_to_fp32(load_u16(ab));
+    const float m_s = fp16_to_fp32(load_u16(wb + 2)) * fp16_to_fp32(load_u16(ab + 2));
+    sumf += d * static_cast<float>(sumi) + m_s;
+  }
+  return sumf;
+}
+
 }  // namespace bitnet::quant

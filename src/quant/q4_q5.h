@@ -52,4 +52,11 @@ void q5_1_dequantize_block(const uint8_t* src, float* y);
 float vec_dot_q4_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a);
 float vec_dot_q4_1_q8_1(int64_t n, const uint8_t* w, const uint8_t* a);
 
+// Scalar twins of ggml_vec_dot_q5_0_q8_0 / ggml_vec_dot_q5_1_q8_1, as above with 5-bit codes
+// (q5_0: q - 16 in [-16, 15]; q5_1: q in [0, 31]). Note the product order differs from q4_0's:
+//   q5_0: sum += (d_w * d_a) * sumi
+//   q5_1: sum += (d_w * d_a) * sumi + m_w * s_a
+float vec_dot_q5_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a);
+float vec_dot_q5_1_q8_1(int64_t n, const uint8_t* w, const uint8_t* a);
+
 }  // namespace bitnet::quant

@@ -1,5 +1,6 @@
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and the 32-block dot products: hand-built blocks whose values
-// are obvious (d = 1 or 0.5 in fp16), round-trip error, exact re-quantization, dot products.
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and the 32-block dot products (IQ4_NL's too): hand-built blocks
+// whose values are obvious (d = 1 or 0.5 in fp16), round-trip error, exact re-quantization, dot
+// products.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -175,15 +176,21 @@ TEST(Legacy, RequantizingIsExact) {
   }
 }
 
+// The 32-element weight formats with a dot product against Q8_0 / Q8_1.
+constexpr GgmlType kDotTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                  GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kIQ4_NL};
+
 // vec_dot against the float dot of the dequantized operands (double, so the reference has no
-// rounding to speak of), within 1e-5 of the sum of |terms|; Q4_1 also within q8_1_s_slack.
+// rounding to speak of), within 1e-5 of the sum of |terms|; Q4_1 and Q5_1 also within
+// q8_1_s_slack.
 TEST(Legacy, DotProductsMatchDequantizedDot) {
   const int64_t n = 32 * 96;
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+  for (GgmlType type : kDotTypes) {
     SCOPED_TRACE(ggml_type_name(type));
     const GgmlType a_type = *vec_dot_type(type);
     const std::vector<uint8_t> w =
         quantized(type, testing::random_floats(n, Dist::kNormal, 11), n);
+    const auto w_block = static_cast<int64_t>(*ggml_tensor_n_bytes(type, 32));
     const std::vector<uint8_t> a =
         quantized(a_type, testing::random_floats(n, Dist::kHeavyTail, 12), n);
     const bool q8_1 = a_type == GgmlType::kQ8_1;
@@ -193,7 +200,7 @@ TEST(Legacy, DotProductsMatchDequantizedDot) {
     auto got = vec_dot(type, w, a, n);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     EXPECT_NEAR(*got, ref.value,
-                1e-5 * ref.magnitude + (q8_1 ? testing::q8_1_s_slack(w, a, n) : 0.0));
+                1e-5 * ref.magnitude + (q8_1 ? testing::q8_1_s_slack(w, a, n, w_block) : 0.0));
   }
 }
 
@@ -202,10 +209,10 @@ TEST(Legacy, DotProductsMatchDequantizedDot) {
 TEST(Legacy, DotProductsIntegerPartsAreExact) {
   std::mt19937 rng(5);
   const int64_t n = 32 * 8;
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+  for (GgmlType type : kDotTypes) {
     SCOPED_TRACE(ggml_type_name(type));
     const GgmlType a_type = *vec_dot_type(type);
-    const int64_t w_block = type == GgmlType::kQ4_0 ? 18 : type == GgmlType::kQ4_1 ? 20 : 34;
+    const auto w_block = static_cast<int64_t>(*ggml_tensor_n_bytes(type, 32));
     const int64_t a_block = a_type == GgmlType::kQ8_1 ? 36 : 34;
     std::vector<uint8_t> w(n / 32 * w_block), a(n / 32 * a_block);
     for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
@@ -215,7 +222,7 @@ TEST(Legacy, DotProductsIntegerPartsAreExact) {
       uint8_t* wb = w.data() + b * w_block;
       wb[0] = kOneLo;
       wb[1] = kOneHi;
-      if (type == GgmlType::kQ4_1) {  // m = 1
+      if (a_type == GgmlType::kQ8_1) {  // Q4_1, Q5_1: m = 1
         wb[2] = kOneLo;
         wb[3] = kOneHi;
       }

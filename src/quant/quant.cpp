@@ -31,8 +31,7 @@ bool is_float_or_ternary(GgmlType type) {
 
 // ggml's block formats with a scalar reference here, as one-block functions (elements and
 // bytes per block come from gguf/types). A null function is one ggml's reference does not have
-// (Q8_1 is never dequantized) or that is not implemented here (the Q2_K, Q3_K, IQ4_NL and IQ4_XS
-// quantizers).
+// (Q8_1 is never dequantized).
 struct BlockCodec {
   GgmlType type;
   void (*dequantize)(const uint8_t* src, float* y);
@@ -46,14 +45,14 @@ constexpr BlockCodec kBlockCodecs[] = {
     {GgmlType::kQ5_1, q5_1_dequantize_block, q5_1_quantize_block},
     {GgmlType::kQ8_0, q8_0_dequantize_block, q8_0_quantize_block},
     {GgmlType::kQ8_1, nullptr, q8_1_quantize_block},
-    {GgmlType::kQ2_K, q2_K_dequantize_block, nullptr},
-    {GgmlType::kQ3_K, q3_K_dequantize_block, nullptr},
+    {GgmlType::kQ2_K, q2_K_dequantize_block, q2_K_quantize_block},
+    {GgmlType::kQ3_K, q3_K_dequantize_block, q3_K_quantize_block},
     {GgmlType::kQ4_K, q4_K_dequantize_block, q4_K_quantize_block},
     {GgmlType::kQ5_K, q5_K_dequantize_block, q5_K_quantize_block},
     {GgmlType::kQ6_K, q6_K_dequantize_block, q6_K_quantize_block},
     {GgmlType::kQ8_K, q8_K_dequantize_block, q8_K_quantize_block},
-    {GgmlType::kIQ4_NL, iq4_nl_dequantize_block, nullptr},
-    {GgmlType::kIQ4_XS, iq4_xs_dequantize_block, nullptr},
+    {GgmlType::kIQ4_NL, iq4_nl_dequantize_block, iq4_nl_quantize_block},
+    {GgmlType::kIQ4_XS, iq4_xs_dequantize_block, iq4_xs_quantize_block},
 };
 
 const BlockCodec* find_codec(GgmlType type) {
@@ -257,8 +256,14 @@ Result<std::vector<uint8_t>> quantize(GgmlType type, const float* src, int64_t n
       BITNET_RETURN_IF_ERROR(check_finite(src, n, type));
       const BlockCodec& c = *find_codec(type);
       const GgmlTypeTraits t = traits_of(type);
+      const int64_t row_blocks = n_per_row / t.block_elems;
       for (int64_t b = 0; b < n / t.block_elems; ++b) {
-        c.quantize(src + b * t.block_elems, out + b * t.block_bytes);
+        uint8_t* blk = out + b * t.block_bytes;
+        if (type == GgmlType::kIQ4_NL && b % row_blocks != 0) {
+          // ggml leaves an all-zero block's codes as the previous block's (iq4.h).
+          std::memcpy(blk + 2, blk + 2 - t.block_bytes, 16);
+        }
+        c.quantize(src + b * t.block_elems, blk);
       }
       break;
     }
@@ -325,11 +330,17 @@ Result<TernaryRows> decode_ternary_rows(GgmlType type, std::span<const uint8_t> 
 std::optional<GgmlType> vec_dot_type(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
-    case GgmlType::kQ8_0: return GgmlType::kQ8_0;
-    case GgmlType::kQ4_1: return GgmlType::kQ8_1;
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ8_0:
+    case GgmlType::kIQ4_NL: return GgmlType::kQ8_0;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1: return GgmlType::kQ8_1;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K: return GgmlType::kQ8_K;
+    case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_XS: return GgmlType::kQ8_K;
     default: return std::nullopt;
   }
 }
@@ -338,10 +349,16 @@ VecDotFn vec_dot_fn(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0: return vec_dot_q4_0_q8_0;
     case GgmlType::kQ4_1: return vec_dot_q4_1_q8_1;
+    case GgmlType::kQ5_0: return vec_dot_q5_0_q8_0;
+    case GgmlType::kQ5_1: return vec_dot_q5_1_q8_1;
     case GgmlType::kQ8_0: return vec_dot_q8_0_q8_0;
+    case GgmlType::kQ2_K: return vec_dot_q2_K_q8_K;
+    case GgmlType::kQ3_K: return vec_dot_q3_K_q8_K;
     case GgmlType::kQ4_K: return vec_dot_q4_K_q8_K;
     case GgmlType::kQ5_K: return vec_dot_q5_K_q8_K;
     case GgmlType::kQ6_K: return vec_dot_q6_K_q8_K;
+    case GgmlType::kIQ4_NL: return vec_dot_iq4_nl_q8_0;
+    case GgmlType::kIQ4_XS: return vec_dot_iq4_xs_q8_K;
     default: return nullptr;
   }
 }

@@ -21,8 +21,8 @@ bool is_ternary(GgmlType type);      // I2_S, TQ2_0, TQ1_0
 // F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS, I2_S, TQ2_0,
 // TQ1_0.
 bool can_dequantize(GgmlType type);
-// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K, I2_S, TQ2_0,
-// TQ1_0 (Q8_1 is quantize-only, as in ggml; Q2_K, Q3_K, IQ4_NL and IQ4_XS are dequantize-only here).
+// F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS, I2_S,
+// TQ2_0, TQ1_0 (Q8_1 is quantize-only, as in ggml).
 bool can_quantize(GgmlType type);
 
 // Dequantizes n elements from src, which must hold exactly ggml_tensor_n_bytes(type, n) bytes,
@@ -57,8 +57,9 @@ Result<TernaryRows> decode_ternary_rows(GgmlType type, std::span<const uint8_t> 
 Result<std::vector<uint8_t>> quantize(GgmlType type, const float* src, int64_t n_rows,
                                       int64_t n_per_row);
 
-// The activation format of a weight type's scalar reference dot product: Q8_0 for Q4_0 and
-// Q8_0, Q8_1 for Q4_1, Q8_K for Q4_K, Q5_K and Q6_K; nullopt for other types.
+// The activation format of a weight type's scalar reference dot product (ggml's vec_dot_type):
+// Q8_0 for Q4_0, Q5_0, Q8_0 and IQ4_NL, Q8_1 for Q4_1 and Q5_1, Q8_K for Q2_K..Q6_K and IQ4_XS;
+// nullopt for other types.
 std::optional<GgmlType> vec_dot_type(GgmlType type);
 // ggml's generic ggml_vec_dot_<type>_<vec_dot_type> over n elements (a multiple of the block)
 // without checks: w holds n elements of `type`, a n elements of vec_dot_type(type). Null

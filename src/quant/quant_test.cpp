@@ -23,19 +23,15 @@ TEST(Quant, TypeSupport) {
   EXPECT_FALSE(is_ternary(GgmlType::kTL1));
   for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_0,
                      GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
-                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_K,
+                     GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                     GgmlType::kQ6_K, GgmlType::kQ8_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS,
                      GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
     EXPECT_TRUE(can_dequantize(t)) << ggml_type_name(t);
     EXPECT_TRUE(can_quantize(t)) << ggml_type_name(t);
   }
-  // One way only: Q8_1 is an activation format ggml never dequantizes; the Q2_K, Q3_K and
-  // IQ4 quantizers are not implemented.
+  // One way only: Q8_1 is an activation format ggml never dequantizes.
   EXPECT_TRUE(can_quantize(GgmlType::kQ8_1));
   EXPECT_FALSE(can_dequantize(GgmlType::kQ8_1));
-  for (GgmlType t : {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS}) {
-    EXPECT_TRUE(can_dequantize(t)) << ggml_type_name(t);
-    EXPECT_FALSE(can_quantize(t)) << ggml_type_name(t);
-  }
   EXPECT_FALSE(can_dequantize(GgmlType::kTL2));
   EXPECT_FALSE(can_quantize(GgmlType::kTL2));
   EXPECT_FALSE(can_dequantize(GgmlType::kI8));
@@ -43,7 +39,19 @@ TEST(Quant, TypeSupport) {
   EXPECT_EQ(vec_dot_type(GgmlType::kQ4_1), GgmlType::kQ8_1);
   EXPECT_EQ(vec_dot_type(GgmlType::kQ8_0), GgmlType::kQ8_0);
   EXPECT_EQ(vec_dot_type(GgmlType::kQ6_K), GgmlType::kQ8_K);
-  EXPECT_EQ(vec_dot_type(GgmlType::kQ5_0), std::nullopt);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ5_0), GgmlType::kQ8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ5_1), GgmlType::kQ8_1);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ2_K), GgmlType::kQ8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ3_K), GgmlType::kQ8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::kIQ4_NL), GgmlType::kQ8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::kIQ4_XS), GgmlType::kQ8_K);
+  // ggml has no dot product with Q8_K or Q8_1 as the weights; floats and the ternary types
+  // have none here.
+  for (GgmlType t : {GgmlType::kQ8_K, GgmlType::kQ8_1, GgmlType::kF32, GgmlType::kF16,
+                     GgmlType::kI2_S, GgmlType::kTQ2_0}) {
+    EXPECT_EQ(vec_dot_type(t), std::nullopt) << ggml_type_name(t);
+    EXPECT_EQ(vec_dot_fn(t), nullptr) << ggml_type_name(t);
+  }
   EXPECT_EQ(ternary_scale_block(GgmlType::kI2_S, 4096), 4096);
   EXPECT_EQ(ternary_scale_block(GgmlType::kTQ2_0, 4096), 256);
   EXPECT_EQ(ternary_scale_block(GgmlType::kTQ1_0, 4096), 256);
@@ -53,11 +61,11 @@ TEST(Quant, TypeSupport) {
 TEST(Quant, UnsupportedTypesAreStatuses) {
   std::vector<float> x(256, 1.0f), y(256);
   std::vector<uint8_t> bytes(144, 0);
-  EXPECT_EQ(quantize(GgmlType::kQ2_K, x.data(), 1, 256).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(quantize(GgmlType::kTL2, x.data(), 1, 256).status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(dequantize(GgmlType::kQ8_1, std::span(bytes).first(36), 32, y.data()).code(),
             StatusCode::kUnsupported);
   EXPECT_EQ(dequantize(GgmlType::kTL2, bytes, 256, y.data()).code(), StatusCode::kUnsupported);
-  EXPECT_EQ(vec_dot(GgmlType::kQ5_0, std::span(bytes).first(22), bytes, 32).status().code(),
+  EXPECT_EQ(vec_dot(GgmlType::kQ8_K, bytes, bytes, 256).status().code(),
             StatusCode::kUnsupported);
   std::vector<uint8_t> codes(256, 1);
   float s = 1.0f;

@@ -102,19 +102,31 @@ inline std::vector<float> q8_1_dequantized(std::span<const uint8_t> a, int64_t n
   return y;
 }
 
-// The Q4_1 x Q8_1 dot's min term is m * s with s = fp16(d * sum q) made from Q8_1's unrounded
-// d, where the dequantized operands give m * fp16(d) * sum q: 2^-10 of |m * s| per block covers
-// the two roundings.
-inline double q8_1_s_slack(std::span<const uint8_t> w, std::span<const uint8_t> a, int64_t n) {
+// The Q4_1 / Q5_1 x Q8_1 dot's min term is m * s with s = fp16(d * sum q) made from Q8_1's
+// unrounded d, where the dequantized operands give m * fp16(d) * sum q: 2^-10 of |m * s| per
+// block covers the two roundings. w_block: the weight block's bytes (Q4_1 20, Q5_1 24; m at 2).
+inline double q8_1_s_slack(std::span<const uint8_t> w, std::span<const uint8_t> a, int64_t n,
+                           int64_t w_block = 20) {
   double slack = 0.0;
   for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* wb = w.data() + b * 20;
+    const uint8_t* wb = w.data() + b * w_block;
     const uint8_t* ab = a.data() + b * kQ8_1BlockBytes;
     const float m = fp16_to_fp32(static_cast<uint16_t>(wb[2] | wb[3] << 8));
     const float s = fp16_to_fp32(static_cast<uint16_t>(ab[2] | ab[3] << 8));
     slack += std::fabs(static_cast<double>(m) * s) * 0x1p-10;
   }
   return slack;
+}
+
+// Byte offsets of the fp16 scale fields of Q2_K (d, dmin), Q3_K, IQ4_NL and IQ4_XS.
+inline std::vector<int> fp16_scale_offsets(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K: return {80, 82};  // d, dmin
+    case GgmlType::kQ3_K: return {108};
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ4_XS: return {0};
+    default: return {};
+  }
 }
 
 // The round-trip error bound of a format per input distribution (relative rmse).

@@ -96,7 +96,7 @@ void expect_clean_error(const Output& o, const std::string& needle) {
 }
 
 TEST(Cli, HelpForEveryCommand) {
-  for (const char* cmd : {"", "run", "tokenize", "inspect", "logits", "perplexity", "synth", "devices", "bench"}) {
+  for (const char* cmd : {"", "run", "tokenize", "inspect", "logits", "perplexity", "synth", "devices", "bench", "quantize"}) {
     const Output o = run_cli(std::string(cmd) + " --help");
     EXPECT_EQ(o.exit_code, 0) << cmd;
     EXPECT_NE(o.out.find("Usage"), std::string::npos) << cmd << ": " << o.out;
@@ -429,6 +429,34 @@ TEST(Cli, PerplexityPrintsPpl) {
   const Output o = run_cli("perplexity -m " + model.string() + " -f " + text.string() + " -c 128");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("PPL = 3.30"), std::string::npos) << o.out;
+}
+
+// stories260K requantized to Q8_0 still tells its story (greedy), and to Q4_K its perplexity
+// stays within a few percent of the F32 file's 3.30; bad types are refused by name.
+TEST(Cli, QuantizeWritesARunnableModel) {
+  const fs::path model = test::shared_dir() / "models/stories260K-v1.gguf";
+  const fs::path text = test::shared_dir() / "golden/llamacpp/story.txt";
+  if (!fs::exists(model) || !fs::exists(text)) GTEST_SKIP() << "missing test data under " << test::shared_dir();
+  const fs::path q8 = temp_dir() / "stories-q8_0.gguf";
+  Output o = run_cli("quantize " + model.string() + " " + q8.string() + " q8_0 -t 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find("wrote " + q8.string()), std::string::npos) << o.err;
+  o = run_cli("run -m " + q8.string() + " -n 12 --temp 0 -t 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.out.rfind("Once upon a time, there was a little girl", 0), 0u) << o.out;
+  const fs::path q4 = temp_dir() / "stories-q4_k.gguf";
+  o = run_cli("quantize " + model.string() + " " + q4.string() + " Q4_K");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.err.find("fallback"), std::string::npos) << o.err;  // 64-wide rows are no 256-blocks
+  o = run_cli("perplexity -m " + q4.string() + " -f " + text.string() + " -c 128");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const size_t at = o.out.find("PPL = ");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  const double ppl = std::stod(o.out.substr(at + 6));
+  EXPECT_GT(ppl, 3.25);
+  EXPECT_LT(ppl, 3.60);
+  expect_clean_error(run_cli("quantize " + model.string() + " " + q4.string() + " q3_k_m"), "unknown quantization type 'q3_k_m'");
+  expect_clean_error(run_cli("quantize " + model.string() + " " + model.string() + " q8_0"), "is the input");
 }
 
 TEST(Cli, TokenizeRecognisesSpecialTokens) {

@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   add_synth_command(app, runner);
   add_devices_command(app, runner);
   add_bench_command(app, runner);
+  add_quantize_command(app, runner);
   std::string names;
   bool known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

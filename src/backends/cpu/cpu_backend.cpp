@@ -32,6 +32,11 @@ int64_t min_chunk(int64_t work_per_item, int64_t floor = 1) {
   return std::max(floor, kMinWorkPerChunk / std::max<int64_t>(1, work_per_item));
 }
 
+// An rms_norm whose output the next op quantizes for a W2A8 matmul: one loop does both.
+bool norm_then_quantize(const hal::Op& norm, const hal::Op& next) {
+  return norm.kind == hal::OpKind::kRmsNorm && next.kind == hal::OpKind::kQuantizeAct && next.a == norm.dst;
+}
+
 // Matmuls run as one parallel loop at most (Q, K, V is the longest run in the op lists).
 constexpr size_t kMaxFusedMatmuls = 4;
 
@@ -185,7 +190,8 @@ class CpuBackend final : public hal::Backend {
   float* f32(hal::ActId id) { return acts_[static_cast<size_t>(id)].f32.data(); }
   void prepare_acts(const hal::Graph& graph);
   Status run_op(const hal::Graph& graph, const hal::Op& op, std::span<const int32_t> tokens);
-  void rms_norm(const hal::ActDesc& d, const hal::Op& op);
+  // With `quantize` (the next op, quantizing this output): each row quantized right after its norm.
+  void rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::Op* quantize = nullptr);
   void quantize(const hal::ActDesc& d, const hal::Op& op);
   void rope(const hal::Graph& graph, const hal::ActDesc& d, const hal::Op& op);
   void elementwise(const hal::ActDesc& d, const hal::Op& op);
@@ -234,6 +240,10 @@ Status CpuBackend::compute(const hal::Graph& graph, std::span<const int32_t> tok
     const size_t n = fusable_matmuls(ops.subspan(i));
     if (n > 1) {
       matmul(graph, ops.subspan(i, n));
+    } else if (i + 1 < ops.size() && norm_then_quantize(ops[i], ops[i + 1])) {
+      rms_norm(graph.acts[static_cast<size_t>(ops[i].dst)], ops[i], &ops[i + 1]);
+      i += 2;
+      continue;
     } else {
       BITNET_RETURN_IF_ERROR(run_op(graph, ops[i], tokens));
     }
@@ -293,14 +303,19 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op, std::span<
   return internal_error("unknown op");
 }
 
-void CpuBackend::rms_norm(const hal::ActDesc& d, const hal::Op& op) {
+void CpuBackend::rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::Op* quantize) {
   const float* g = weight(op.w).values.data();
   const float* x = f32(op.a);
   float* y = f32(op.dst);
+  Q8Buffer* q = quantize != nullptr ? &acts_[static_cast<size_t>(quantize->dst)].q8 : nullptr;
   pool_.parallel_for(d.n_rows, min_chunk(d.n_cols), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) kernels_->rms_norm_row(x + r * d.n_cols, g, d.n_cols, op.eps, y + r * d.n_cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      kernels_->rms_norm_row(x + r * d.n_cols, g, d.n_cols, op.eps, y + r * d.n_cols);
+      if (q != nullptr) q->quantize(*kernels_, r, y + r * d.n_cols);  // while the row is in L1
+    }
   });
   kernels_used_.add(KernelsUsed::kRmsNorm);
+  if (q != nullptr) kernels_used_.add(KernelsUsed::kActQuant);
 }
 
 void CpuBackend::quantize(const hal::ActDesc& d, const hal::Op& op) {

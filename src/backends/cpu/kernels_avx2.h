@@ -33,3 +33,11 @@ void relu2_mul(const float* a, const float* b, int64_t n, float* dst);
 void add(const float* a, const float* b, int64_t n, float* dst);
 
 }  // namespace bitnet::cpu::avx2
+
+namespace bitnet::cpu::avx512vnni {
+
+// KernelSet::quant_dot of the AVX-512 VNNI set (kernels_avx512vnni_qdot.cpp): its own Q6_K,
+// the AVX2 set's dots otherwise.
+QuantDotFn quant_dot(GgmlType type);
+
+}  // namespace bitnet::cpu::avx512vnni

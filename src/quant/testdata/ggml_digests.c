@@ -134,6 +134,11 @@ int main(void) {
     {"q5_K", (quant_fn)quantize_row_q5_K_ref, (dequant_fn)dequantize_row_q5_K, 176, 256},
     {"q6_K", (quant_fn)quantize_row_q6_K_ref, (dequant_fn)dequantize_row_q6_K, 210, 256},
     {"q8_K", (quant_fn)quantize_row_q8_K_ref, (dequant_fn)dequantize_row_q8_K, 292, 256},
+    // Added later (no random stream here, so the lines above are unchanged).
+    {"q2_K", (quant_fn)quantize_row_q2_K_ref, (dequant_fn)dequantize_row_q2_K, 84, 256},
+    {"q3_K", (quant_fn)quantize_row_q3_K_ref, (dequant_fn)dequantize_row_q3_K, 110, 256},
+    {"iq4_nl", (quant_fn)quantize_row_iq4_nl_ref, (dequant_fn)dequantize_row_iq4_nl, 18, 32},
+    {"iq4_xs", (quant_fn)quantize_row_iq4_xs_ref, (dequant_fn)dequantize_row_iq4_xs, 136, 256},
   };
   for (size_t t = 0; t < sizeof(qs) / sizeof(qs[0]); ++t) {
     const int nbytes = N / qs[t].elems * qs[t].bytes;
@@ -151,8 +156,9 @@ int main(void) {
 
   make_large_input();
   print_hash("large_input", X_LARGE, sizeof(X_LARGE));
-  for (size_t t = 6; t < 9; ++t) {  // q4_K, q5_K, q6_K
-    const int nbytes = N_LARGE / 256 * qs[t].bytes;
+  for (size_t t = 6; t < 14; ++t) {  // q4_K, q5_K, q6_K, then (added later) q2_K, q3_K, iq4_*
+    if (t == 9) continue;  // q8_K
+    const int nbytes = N_LARGE / qs[t].elems * qs[t].bytes;
     qs[t].q(X_LARGE, Q, N_LARGE);
     char label[64];
     snprintf(label, sizeof(label), "quantize_large_%s", qs[t].name);
@@ -199,6 +205,19 @@ int main(void) {
      {176, 256, {0, 2}, 2, 0, 0}},
     {"q6_K_q8_K", ggml_vec_dot_q6_K_q8_K, (quant_fn)quantize_row_q8_K_ref, 292,
      {210, 256, {208}, 1, 0, 0}},
+    // Added later, after the cases above (whose digests are unchanged, the stream continuing).
+    {"q5_0_q8_0", ggml_vec_dot_q5_0_q8_0, (quant_fn)quantize_row_q8_0_ref, 34,
+     {22, 32, {0}, 1, 0, 0}},
+    {"q5_1_q8_1", ggml_vec_dot_q5_1_q8_1, (quant_fn)quantize_row_q8_1_ref, 36,
+     {24, 32, {0, 2}, 2, 2, 0}},
+    {"q2_K_q8_K", ggml_vec_dot_q2_K_q8_K, (quant_fn)quantize_row_q8_K_ref, 292,
+     {84, 256, {80, 82}, 2, 0, 0}},
+    {"q3_K_q8_K", ggml_vec_dot_q3_K_q8_K, (quant_fn)quantize_row_q8_K_ref, 292,
+     {110, 256, {108}, 1, 0, 0}},
+    {"iq4_nl_q8_0", ggml_vec_dot_iq4_nl_q8_0, (quant_fn)quantize_row_q8_0_ref, 34,
+     {18, 32, {0}, 1, 0, 0}},
+    {"iq4_xs_q8_K", ggml_vec_dot_iq4_xs_q8_K, (quant_fn)quantize_row_q8_K_ref, 292,
+     {136, 256, {0}, 1, 0, 0}},
   };
   g_state = 0x94D049BB133111EBULL;
   for (size_t t = 0; t < sizeof(dots) / sizeof(dots[0]); ++t) {
