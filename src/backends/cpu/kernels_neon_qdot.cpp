@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels_neon.h"
+#include "quant/iq4.h"
 
 #ifdef BITNET_NEON_QDOT_SDOT
 namespace bitnet::cpu::neon_dotprod {
@@ -77,6 +78,18 @@ int32x4_t add_scaled(int32x4_t acc, const int32x4_t p[4], int32x4_t scales) {
   return vmlaq_s32(acc, vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3])), scales);
 }
 
+// The fifth bits of a Q5_0 / Q5_1 block (qh: bit j of the little-endian uint32 is element j's)
+// as bytes 0 or 16: fifth[0] for elements 0-15, fifth[1] for 16-31. Each qh byte is spread over
+// 8 lanes and tested against the lane's bit.
+void q5_fifth_bits(const uint8_t* qh, uint8x16_t fifth[2]) {
+  const uint8x16_t lane_bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201ull));
+  const uint8x16_t sixteen = vdupq_n_u8(16);
+  for (int h = 0; h < 2; ++h) {
+    const uint8x16_t bytes = vcombine_u8(vdup_n_u8(qh[2 * h]), vdup_n_u8(qh[2 * h + 1]));
+    fifth[h] = vandq_u8(vtstq_u8(bytes, lane_bit), sixteen);
+  }
+}
+
 // The sum of block(wb, ab) over the n / 32 blocks of a 32-element type (kWBytes per weight
 // block, kABytes per activation block), each block's float32x4 of partial sums. Even and odd
 // blocks go to two accumulators, so that one block's float add does not wait on the last one's.
@@ -134,6 +147,45 @@ float dot_q4_1_q8_1(int64_t n, const uint8_t* w, const uint8_t* a) {
     const int8x16_t hi = as_s8(vshrq_n_u8(qs, 4));
     return scaled_with_min(dot32_small(vdupq_n_s32(0), lo, vld1q_s8(as_i8(ab + 4)), hi, vld1q_s8(as_i8(ab + 20))),
                            wb, ab);
+  });
+}
+
+// Q5_0 (22 bytes: fp16 d, qh[4], qs[16] as Q4_0) against Q8_0: nibble | fifth bit, minus 16,
+// is an int8 code in [-16, 15].
+float dot_q5_0_q8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return sum_blocks32<22, 34>(n, w, a, [](const uint8_t* wb, const uint8_t* ab) {
+    uint8x16_t fifth[2];
+    q5_fifth_bits(wb + 2, fifth);
+    const uint8x16_t qs = vld1q_u8(wb + 6);
+    const int8x16_t lo = vsubq_s8(as_s8(vorrq_u8(vandq_u8(qs, vdupq_n_u8(0x0f)), fifth[0])), vdupq_n_s8(16));
+    const int8x16_t hi = vsubq_s8(as_s8(vorrq_u8(vshrq_n_u8(qs, 4), fifth[1])), vdupq_n_s8(16));
+    return scaled(dot32_small(vdupq_n_s32(0), lo, vld1q_s8(as_i8(ab + 2)), hi, vld1q_s8(as_i8(ab + 18))), wb, ab);
+  });
+}
+
+// Q5_1 (24 bytes: fp16 d, fp16 m, qh[4], qs[16]) against Q8_1: as Q4_1 with the codes
+// nibble | fifth bit in [0, 31].
+float dot_q5_1_q8_1(int64_t n, const uint8_t* w, const uint8_t* a) {
+  return sum_blocks32<24, 36>(n, w, a, [](const uint8_t* wb, const uint8_t* ab) {
+    uint8x16_t fifth[2];
+    q5_fifth_bits(wb + 4, fifth);
+    const uint8x16_t qs = vld1q_u8(wb + 8);
+    const int8x16_t lo = as_s8(vorrq_u8(vandq_u8(qs, vdupq_n_u8(0x0f)), fifth[0]));
+    const int8x16_t hi = as_s8(vorrq_u8(vshrq_n_u8(qs, 4), fifth[1]));
+    return scaled_with_min(dot32_small(vdupq_n_s32(0), lo, vld1q_s8(as_i8(ab + 4)), hi, vld1q_s8(as_i8(ab + 20))),
+                           wb, ab);
+  });
+}
+
+// IQ4_NL (18 bytes: fp16 d, qs[16] as Q4_0) against Q8_0: the nibbles index the 16 table values
+// (one TBL per half); the values reach -127, so the full-range dot16.
+float dot_iq4_nl_q8_0(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const int8x16_t table = vld1q_s8(quant::kIq4NlValues);
+  return sum_blocks32<18, 34>(n, w, a, [table](const uint8_t* wb, const uint8_t* ab) {
+    const uint8x16_t qs = vld1q_u8(wb + 2);
+    const int32x4_t s =
+        dot16(vdupq_n_s32(0), vqtbl1q_s8(table, vandq_u8(qs, vdupq_n_u8(0x0f))), vld1q_s8(as_i8(ab + 2)));
+    return scaled(dot16(s, vqtbl1q_s8(table, vshrq_n_u8(qs, 4)), vld1q_s8(as_i8(ab + 18))), wb, ab);
   });
 }
 
@@ -278,6 +330,131 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return sum;
 }
 
+// Q2_K (84 bytes: scales[16] with scale sc in the low nibble and min m in the high one per
+// 16-element sub-block, qs[64], fp16 d, fp16 dmin; element 128h + 32j + r is bits 2j, 2j+1 of
+// qs[32h + r]) against Q8_K: codes 0..3 in 16-element dots, four sub-blocks scaled at once
+// (add_scaled); the mins come from the bsums.
+float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const uint8x16_t low2 = vdupq_n_u8(3);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* wb = w + b * 84;
+    const uint8_t* ab = a + b * 292;
+    const int8_t* q8 = as_i8(ab + 4);
+    const int16_t* bsums = reinterpret_cast<const int16_t*>(ab + 260);
+    const uint8x16_t packed = vld1q_u8(wb);
+    const int16x8_t sc[2] = {vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vandq_u8(packed, vdupq_n_u8(0x0f))))),
+                             vreinterpretq_s16_u16(vmovl_high_u8(vandq_u8(packed, vdupq_n_u8(0x0f))))};
+    const uint8x16_t mins = vshrq_n_u8(packed, 4);
+    const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins)));
+    const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_high_u8(mins));
+    const int16x8_t bs_lo = vld1q_s16(bsums);
+    const int16x8_t bs_hi = vld1q_s16(bsums + 8);
+    int32x4_t msum = vmull_s16(vget_low_s16(m_lo), vget_low_s16(bs_lo));
+    msum = vmlal_high_s16(msum, m_lo, bs_lo);
+    msum = vmlal_s16(msum, vget_low_s16(m_hi), vget_low_s16(bs_hi));
+    msum = vmlal_high_s16(msum, m_hi, bs_hi);
+    int32x4_t isum = vdupq_n_s32(0);
+    for (int h = 0; h < 2; ++h) {
+      uint8x16_t qs[2] = {vld1q_u8(wb + 16 + 32 * h), vld1q_u8(wb + 32 + 32 * h)};
+      for (int jj = 0; jj < 4; jj += 2) {  // sub-blocks 8h + 2jj .. 8h + 2jj + 3
+        int32x4_t p[4];
+        for (int k = 0; k < 4; ++k) {  // j = jj + k / 2, r in [16(k % 2), 16(k % 2) + 16)
+          const int8x16_t q = as_s8(vandq_u8(qs[k % 2], low2));
+          if (k % 2 == 1) {
+            qs[0] = vshrq_n_u8(qs[0], 2);
+            qs[1] = vshrq_n_u8(qs[1], 2);
+          }
+          p[k] = dot16_small(vdupq_n_s32(0), q, vld1q_s8(q8 + 128 * h + 32 * jj + 16 * k));
+        }
+        const int16x8_t s16 = sc[h];
+        isum = add_scaled(isum, p, jj == 0 ? vmovl_s16(vget_low_s16(s16)) : vmovl_high_s16(s16));
+      }
+    }
+    const float d_a = load_f32(ab);
+    sum += d_a * load_fp16(wb + 80) * static_cast<float>(vaddvq_s32(isum)) -
+           d_a * load_fp16(wb + 82) * static_cast<float>(vaddvq_s32(msum));
+  }
+  return sum;
+}
+
+// The 16 signed scales (6-bit scale - 32) of a Q3_K block from its 12 packed bytes (quant/q2_k_q3_k.h):
+// byte s of word s / 4 takes the low nibble of scales[s % 8] (high nibble for s >= 8) under
+// bits 2(s/4), 2(s/4)+1 of scales[8 + s % 4].
+int8x16_t q3_K_scales(const uint8_t* packed) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t four = 0x0f0f0f0f, two = 0x03030303;
+  const uint32_t r[4] = {(u[0] & four) | (u[2] & two) << 4, (u[1] & four) | ((u[2] >> 2) & two) << 4,
+                         ((u[0] >> 4) & four) | ((u[2] >> 4) & two) << 4,
+                         ((u[1] >> 4) & four) | ((u[2] >> 6) & two) << 4};
+  return vsubq_s8(vreinterpretq_s8_u32(vld1q_u32(r)), vdupq_n_s8(32));
+}
+
+// Q3_K (110 bytes: hmask[32], qs[64] as Q2_K's, scales[12], fp16 d; the high bit of element
+// 128h + 32j + r is bit 4h + j of hmask[r]) against Q8_K: code = low 2 bits - 4 where the high
+// bit is clear, in [-4, 3]; 16-element dots, four sub-blocks scaled at once (add_scaled).
+float dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const uint8x16_t low2 = vdupq_n_u8(3);
+  const uint8x16_t one = vdupq_n_u8(1);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* wb = w + b * 110;
+    const uint8_t* ab = a + b * 292;
+    const int8_t* q8 = as_i8(ab + 4);
+    const int8x16_t sc8 = q3_K_scales(wb + 96);
+    const int16x8_t sc[2] = {vmovl_s8(vget_low_s8(sc8)), vmovl_high_s8(sc8)};
+    uint8x16_t hm[2] = {vld1q_u8(wb), vld1q_u8(wb + 16)};
+    int32x4_t isum = vdupq_n_s32(0);
+    for (int h = 0; h < 2; ++h) {
+      uint8x16_t qs[2] = {vld1q_u8(wb + 32 + 32 * h), vld1q_u8(wb + 48 + 32 * h)};
+      for (int jj = 0; jj < 4; jj += 2) {
+        int32x4_t p[4];
+        for (int k = 0; k < 4; ++k) {
+          const uint8x16_t missing_high = vbicq_u8(one, hm[k % 2]);  // 1 where the high bit is clear
+          const int8x16_t q = vsubq_s8(as_s8(vandq_u8(qs[k % 2], low2)), as_s8(vshlq_n_u8(missing_high, 2)));
+          if (k % 2 == 1) {
+            for (int i = 0; i < 2; ++i) {
+              qs[i] = vshrq_n_u8(qs[i], 2);
+              hm[i] = vshrq_n_u8(hm[i], 1);
+            }
+          }
+          p[k] = dot16_small(vdupq_n_s32(0), q, vld1q_s8(q8 + 128 * h + 32 * jj + 16 * k));
+        }
+        const int16x8_t s16 = sc[h];
+        isum = add_scaled(isum, p, jj == 0 ? vmovl_s16(vget_low_s16(s16)) : vmovl_high_s16(s16));
+      }
+    }
+    sum += load_fp16(wb + 108) * load_f32(ab) * static_cast<float>(vaddvq_s32(isum));
+  }
+  return sum;
+}
+
+// IQ4_XS (136 bytes: fp16 d, scales_h (2 bits per sub-block), scales_l[4] (a nibble per
+// sub-block), qs[128]: sub-block s of 32 in qs[16s..16s+15] as an IQ4_NL block) against Q8_K:
+// table values through TBL, full-range dot16, each sub-block's int32 sum times its scale - 32.
+float dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const int8x16_t table = vld1q_s8(quant::kIq4NlValues);
+  const uint8x16_t low4 = vdupq_n_u8(0x0f);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* wb = w + b * 136;
+    const uint8_t* ab = a + b * 292;
+    const int8_t* q8 = as_i8(ab + 4);
+    const uint32_t scales_h = static_cast<uint32_t>(wb[2] | wb[3] << 8);
+    int32_t isum = 0;
+    for (int s = 0; s < 8; ++s) {
+      const uint8x16_t qs = vld1q_u8(wb + 8 + 16 * s);
+      int32x4_t p = dot16(vdupq_n_s32(0), vqtbl1q_s8(table, vandq_u8(qs, low4)), vld1q_s8(q8 + 32 * s));
+      p = dot16(p, vqtbl1q_s8(table, vshrq_n_u8(qs, 4)), vld1q_s8(q8 + 32 * s + 16));
+      const int scale = ((wb[4 + s / 2] >> (4 * (s % 2))) & 0xf) | ((scales_h >> (2 * s)) & 3) << 4;
+      isum += (scale - 32) * vaddvq_s32(p);
+    }
+    sum += load_fp16(wb) * load_f32(ab) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 }  // namespace
 
 QuantDotFn quant_dot(GgmlType type) {
@@ -288,6 +465,12 @@ QuantDotFn quant_dot(GgmlType type) {
     case GgmlType::kQ4_K: return dot_q4_K_q8_K;
     case GgmlType::kQ5_K: return dot_q5_K_q8_K;
     case GgmlType::kQ6_K: return dot_q6_K_q8_K;
+    case GgmlType::kQ5_0: return dot_q5_0_q8_0;
+    case GgmlType::kQ5_1: return dot_q5_1_q8_1;
+    case GgmlType::kQ2_K: return dot_q2_K_q8_K;
+    case GgmlType::kQ3_K: return dot_q3_K_q8_K;
+    case GgmlType::kIQ4_NL: return dot_iq4_nl_q8_0;
+    case GgmlType::kIQ4_XS: return dot_iq4_xs_q8_K;
     default: return quant::vec_dot_fn(type);
   }
 }
