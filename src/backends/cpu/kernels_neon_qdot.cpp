@@ -211,6 +211,17 @@ int32_t min_term(const uint8_t* q8k, const uint8_t* mins8) {
   return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(sums), vget_low_s16(mins)), sums, mins));
 }
 
+// sum_g bsums[g] * f[g] over the 16 Q8_K bsums (16-element sums), f[0..7] in lo and f[8..15] in hi.
+int32_t bsums_dot(const uint8_t* q8k, int16x8_t lo, int16x8_t hi) {
+  const int16_t* bsums = reinterpret_cast<const int16_t*>(q8k + 260);
+  const int16x8_t b_lo = vld1q_s16(bsums);
+  const int16x8_t b_hi = vld1q_s16(bsums + 8);
+  int32x4_t s = vmull_s16(vget_low_s16(lo), vget_low_s16(b_lo));
+  s = vmlal_high_s16(s, lo, b_lo);
+  s = vmlal_s16(s, vget_low_s16(hi), vget_low_s16(b_hi));
+  return vaddvq_s32(vmlal_high_s16(s, hi, b_hi));
+}
+
 // Q4_K (144 bytes: fp16 d, fp16 dmin, scales[12], qs[128]: 64-element chunk c in qs[32c..32c+31],
 // sub-block 2c in the low nibbles, 2c + 1 in the high ones) against Q8_K (float d, int8 qs[256],
 // int16 bsums[16]): one 32-element dot per sub-block times its scale in int32; the mins come
@@ -294,16 +305,9 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
     const uint8_t* wb = w + b * 210;
     const uint8_t* ab = a + b * 292;
     const int8_t* q8 = as_i8(ab + 4);
-    const int16_t* bsums = reinterpret_cast<const int16_t*>(ab + 260);
     const int8x16_t sc8 = vld1q_s8(as_i8(wb + 192));
     const int16x8_t sc_lo = vmovl_s8(vget_low_s8(sc8));
     const int16x8_t sc_hi = vmovl_high_s8(sc8);
-    const int16x8_t bs_lo = vld1q_s16(bsums);
-    const int16x8_t bs_hi = vld1q_s16(bsums + 8);
-    int32x4_t mins = vmull_s16(vget_low_s16(sc_lo), vget_low_s16(bs_lo));
-    mins = vmlal_high_s16(mins, sc_lo, bs_lo);
-    mins = vmlal_s16(mins, vget_low_s16(sc_hi), vget_low_s16(bs_hi));
-    mins = vmlal_high_s16(mins, sc_hi, bs_hi);
     int32x4_t isum = vdupq_n_s32(0);
     for (int h = 0; h < 2; ++h) {
       const uint8x16_t ql[4] = {vld1q_u8(wb + 64 * h), vld1q_u8(wb + 64 * h + 16), vld1q_u8(wb + 64 * h + 32),
@@ -324,7 +328,7 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
         isum = add_scaled(isum, p, kk == 0 ? vmovl_s16(vget_low_s16(s16)) : vmovl_high_s16(s16));
       }
     }
-    const int32_t total = vaddvq_s32(isum) - 32 * vaddvq_s32(mins);
+    const int32_t total = vaddvq_s32(isum) - 32 * bsums_dot(ab, sc_lo, sc_hi);
     sum += load_fp16(wb + 208) * load_f32(ab) * static_cast<float>(total);
   }
   return sum;
@@ -341,19 +345,13 @@ float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
     const uint8_t* wb = w + b * 84;
     const uint8_t* ab = a + b * 292;
     const int8_t* q8 = as_i8(ab + 4);
-    const int16_t* bsums = reinterpret_cast<const int16_t*>(ab + 260);
     const uint8x16_t packed = vld1q_u8(wb);
-    const int16x8_t sc[2] = {vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vandq_u8(packed, vdupq_n_u8(0x0f))))),
-                             vreinterpretq_s16_u16(vmovl_high_u8(vandq_u8(packed, vdupq_n_u8(0x0f))))};
+    const uint8x16_t scales = vandq_u8(packed, vdupq_n_u8(0x0f));
     const uint8x16_t mins = vshrq_n_u8(packed, 4);
-    const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins)));
-    const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_high_u8(mins));
-    const int16x8_t bs_lo = vld1q_s16(bsums);
-    const int16x8_t bs_hi = vld1q_s16(bsums + 8);
-    int32x4_t msum = vmull_s16(vget_low_s16(m_lo), vget_low_s16(bs_lo));
-    msum = vmlal_high_s16(msum, m_lo, bs_lo);
-    msum = vmlal_s16(msum, vget_low_s16(m_hi), vget_low_s16(bs_hi));
-    msum = vmlal_high_s16(msum, m_hi, bs_hi);
+    const int16x8_t sc[2] = {vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(scales))),
+                             vreinterpretq_s16_u16(vmovl_high_u8(scales))};
+    const int32_t min_sum = bsums_dot(ab, vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins))),
+                                      vreinterpretq_s16_u16(vmovl_high_u8(mins)));
     int32x4_t isum = vdupq_n_s32(0);
     for (int h = 0; h < 2; ++h) {
       uint8x16_t qs[2] = {vld1q_u8(wb + 16 + 32 * h), vld1q_u8(wb + 32 + 32 * h)};
@@ -367,13 +365,12 @@ float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
           }
           p[k] = dot16_small(vdupq_n_s32(0), q, vld1q_s8(q8 + 128 * h + 32 * jj + 16 * k));
         }
-        const int16x8_t s16 = sc[h];
-        isum = add_scaled(isum, p, jj == 0 ? vmovl_s16(vget_low_s16(s16)) : vmovl_high_s16(s16));
+        isum = add_scaled(isum, p, jj == 0 ? vmovl_s16(vget_low_s16(sc[h])) : vmovl_high_s16(sc[h]));
       }
     }
     const float d_a = load_f32(ab);
     sum += d_a * load_fp16(wb + 80) * static_cast<float>(vaddvq_s32(isum)) -
-           d_a * load_fp16(wb + 82) * static_cast<float>(vaddvq_s32(msum));
+           d_a * load_fp16(wb + 82) * static_cast<float>(min_sum);
   }
   return sum;
 }
@@ -408,7 +405,7 @@ float dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
     int32x4_t isum = vdupq_n_s32(0);
     for (int h = 0; h < 2; ++h) {
       uint8x16_t qs[2] = {vld1q_u8(wb + 32 + 32 * h), vld1q_u8(wb + 48 + 32 * h)};
-      for (int jj = 0; jj < 4; jj += 2) {
+      for (int jj = 0; jj < 4; jj += 2) {  // as in Q2_K
         int32x4_t p[4];
         for (int k = 0; k < 4; ++k) {
           const uint8x16_t missing_high = vbicq_u8(one, hm[k % 2]);  // 1 where the high bit is clear
@@ -421,8 +418,7 @@ float dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
           }
           p[k] = dot16_small(vdupq_n_s32(0), q, vld1q_s8(q8 + 128 * h + 32 * jj + 16 * k));
         }
-        const int16x8_t s16 = sc[h];
-        isum = add_scaled(isum, p, jj == 0 ? vmovl_s16(vget_low_s16(s16)) : vmovl_high_s16(s16));
+        isum = add_scaled(isum, p, jj == 0 ? vmovl_s16(vget_low_s16(sc[h])) : vmovl_high_s16(sc[h]));
       }
     }
     sum += load_fp16(wb + 108) * load_f32(ab) * static_cast<float>(vaddvq_s32(isum));
