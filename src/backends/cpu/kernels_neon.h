@@ -40,5 +40,7 @@ namespace bitnet::cpu::neon_dotprod {
 
 // The W2A8 matmul on SDOT; neon-i8mm uses it for decode (one token).
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1);
+// KernelSet::quant_dot on SDOT (kernels_neon_dotprod_qdot.cpp); neon-i8mm uses it too.
+QuantDotFn quant_dot(GgmlType type);
 
 }  // namespace bitnet::cpu::neon_dotprod
