@@ -20,7 +20,7 @@ float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum
 
 void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1);
 float dot_f32(const float* a, const float* b, int64_t n);
-// KernelSet::quant_dot (kernels_neon_qdot.cpp).
+// KernelSet::quant_dot (kernels_neon_qdot_impl.h via kernels_neon_qdot.cpp).
 QuantDotFn quant_dot(GgmlType type);
 
 void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* dst);
