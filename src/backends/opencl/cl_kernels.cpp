@@ -36,7 +36,7 @@ Result<Kernels> Kernels::build(cl_context context, const ClDevice& device, const
   }
   Kernels k;
   k.options_ = options;
-  k.build_options_ = fmt::format("-cl-std=CL1.2 -DBITNET_WG={}", options.work_group);
+  k.build_options_ = fmt::format("-cl-std=CL1.2 -DBITNET_WG={} -DBITNET_TOKEN_TILE={}", options.work_group, kTokenTile);
   if (options.fp64) k.build_options_ += " -DBITNET_HAS_FP64";
   if (options.int8_dot) k.build_options_ += " -DBITNET_INT8_DOT";
   if (options.correctly_rounded_div) k.build_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";
