@@ -131,3 +131,150 @@ float weight_at(uint r, uint k, uint n_rows) {
   int q = bitfieldExtract(int(wdata[(k >> 2) * n_rows + r]), int(8u * (k & 3u)), 8);
   return float(q) * wscale[(k >> 5) * n_rows + r];
 }
+
+// 8 bytes from (even) byte o of row r, little-endian: bytes 0-3 in .x, 4-7 in .y.
+uvec2 wbytes8(uint r, uint o, uint n_rows) {
+  uint i = (o >> 2) * n_rows + r;
+  uint a = wdata[i];
+  uint b = wdata[i + n_rows];
+  if ((o & 3u) == 0u) return uvec2(a, b);
+  uint c = wdata[i + 2u * n_rows];
+  return uvec2((a >> 16) | (b << 16), (b >> 16) | (c << 16));
+}
+uint byte_of(uvec2 v, uint l) { return ((l < 4u ? v.x : v.y) >> (8u * (l & 3u))) & 0xffu; }
+
+// Elements k .. k+7 of row r (k a multiple of 8), the same values as weight_at: a block
+// format's scales are read once for the 8 (they share a block and a sub-block) and its
+// codes come from runs of 8 consecutive bytes.
+void weight8_at(uint r, uint k, uint n_rows, out float w8[8]) {
+  if (TYPE < kTypeQ4_0) {
+    for (uint l = 0u; l < 8u; ++l) w8[l] = weight_at(r, k + l, n_rows);
+    return;
+  }
+  uint j0 = k & 31u;   // first element within a 32-element block or sub-block
+  uint e0 = k & 255u;  // first element within a 256-element super-block
+  if (TYPE == kTypeQ4_0 || TYPE == kTypeIQ4_NL) {
+    uint o = (k >> 5) * 18u;
+    float d = whalf(r, o, n_rows);
+    uvec2 v = wbytes8(r, o + 2u + (j0 & 15u), n_rows);
+    for (uint l = 0u; l < 8u; ++l) {
+      uint b = byte_of(v, l);
+      uint q = j0 < 16u ? (b & 15u) : (b >> 4);
+      if (TYPE == kTypeQ4_0) {
+        precise float x = float(int(q) - 8) * d;
+        w8[l] = x;
+      } else {
+        precise float x = d * float(kIq4NlValues[q]);
+        w8[l] = x;
+      }
+    }
+    return;
+  }
+  if (TYPE == kTypeQ4_1) {
+    uint o = (k >> 5) * 20u;
+    float d = whalf(r, o, n_rows);
+    float m = whalf(r, o + 2u, n_rows);
+    uvec2 v = wbytes8(r, o + 4u + (j0 & 15u), n_rows);
+    for (uint l = 0u; l < 8u; ++l) {
+      uint b = byte_of(v, l);
+      precise float x = float(j0 < 16u ? (b & 15u) : (b >> 4)) * d + m;
+      w8[l] = x;
+    }
+    return;
+  }
+  if (TYPE == kTypeQ5_0 || TYPE == kTypeQ5_1) {
+    bool q5_1 = TYPE == kTypeQ5_1;
+    uint o = (k >> 5) * (q5_1 ? 24u : 22u);
+    uint qh = q5_1 ? 4u : 2u;
+    float d = whalf(r, o, n_rows);
+    float m = q5_1 ? whalf(r, o + 2u, n_rows) : 0.0;
+    uint hb = wbyte(r, o + qh + (j0 >> 3), n_rows);  // bits of elements j0 .. j0+7
+    uvec2 v = wbytes8(r, o + qh + 4u + (j0 & 15u), n_rows);
+    for (uint l = 0u; l < 8u; ++l) {
+      uint b = byte_of(v, l);
+      uint q = (j0 < 16u ? (b & 15u) : (b >> 4)) | (((hb >> l) & 1u) << 4);
+      if (q5_1) {
+        precise float x = float(q) * d + m;
+        w8[l] = x;
+      } else {
+        precise float x = float(int(q) - 16) * d;
+        w8[l] = x;
+      }
+    }
+    return;
+  }
+  if (TYPE == kTypeQ4_K || TYPE == kTypeQ5_K) {
+    bool q5 = TYPE == kTypeQ5_K;
+    uint o = (k >> 8) * (q5 ? 176u : 144u);
+    uint sub = e0 >> 5;
+    uvec2 sm = wscale_min_k4(r, o + 4u, sub, n_rows);
+    precise float d = whalf(r, o, n_rows) * float(sm.x);
+    precise float m = whalf(r, o + 2u, n_rows) * float(sm.y);
+    uvec2 v = wbytes8(r, o + (q5 ? 48u : 16u) + 32u * (e0 >> 6) + j0, n_rows);
+    uvec2 h = q5 ? wbytes8(r, o + 16u + j0, n_rows) : uvec2(0u);
+    for (uint l = 0u; l < 8u; ++l) {
+      uint b = byte_of(v, l);
+      uint q = (sub & 1u) == 0u ? (b & 15u) : (b >> 4);
+      if (q5) q += 16u * ((byte_of(h, l) >> sub) & 1u);
+      precise float x = d * float(q) - m;
+      w8[l] = x;
+    }
+    return;
+  }
+  if (TYPE == kTypeQ6_K) {
+    uint o = (k >> 8) * 210u;
+    uint hh = e0 >> 7, kk = (e0 & 127u) >> 5;
+    int sc = bitfieldExtract(int(wbyte(r, o + 192u + (e0 >> 4), n_rows)), 0, 8);
+    precise float ds = whalf(r, o + 208u, n_rows) * float(sc);
+    uvec2 lo = wbytes8(r, o + 64u * hh + 32u * (kk & 1u) + j0, n_rows);
+    uvec2 hi = wbytes8(r, o + 128u + 32u * hh + j0, n_rows);
+    for (uint l = 0u; l < 8u; ++l) {
+      uint b = byte_of(lo, l);
+      uint q = (kk < 2u ? (b & 15u) : (b >> 4)) | (((byte_of(hi, l) >> (2u * kk)) & 3u) << 4);
+      precise float x = ds * float(int(q) - 32);
+      w8[l] = x;
+    }
+    return;
+  }
+  if (TYPE == kTypeQ2_K) {
+    uint o = (k >> 8) * 84u;
+    uint s = wbyte(r, o + (e0 >> 4), n_rows);
+    precise float dl = whalf(r, o + 80u, n_rows) * float(s & 15u);
+    precise float ml = whalf(r, o + 82u, n_rows) * float(s >> 4);
+    uvec2 v = wbytes8(r, o + 16u + 32u * (e0 >> 7) + j0, n_rows);
+    uint shift = 2u * ((e0 & 127u) >> 5);
+    for (uint l = 0u; l < 8u; ++l) {
+      precise float x = dl * float((byte_of(v, l) >> shift) & 3u) - ml;
+      w8[l] = x;
+    }
+    return;
+  }
+  if (TYPE == kTypeQ3_K) {
+    uint o = (k >> 8) * 110u;
+    uint s = e0 >> 4;
+    uint lo = s < 8u ? (wbyte(r, o + 96u + s, n_rows) & 15u) : (wbyte(r, o + 88u + s, n_rows) >> 4);
+    uint sc = lo | (((wbyte(r, o + 104u + (s & 3u), n_rows) >> (2u * (s >> 2))) & 3u) << 4);
+    precise float dl = whalf(r, o + 108u, n_rows) * float(int(sc) - 32);
+    uvec2 hm = wbytes8(r, o + j0, n_rows);
+    uvec2 v = wbytes8(r, o + 32u + 32u * (e0 >> 7) + j0, n_rows);
+    uint shift = 2u * ((e0 & 127u) >> 5);
+    for (uint l = 0u; l < 8u; ++l) {
+      uint high = (byte_of(hm, l) >> (e0 >> 5)) & 1u;
+      precise float x = dl * float(int((byte_of(v, l) >> shift) & 3u) - (high == 1u ? 0 : 4));
+      w8[l] = x;
+    }
+    return;
+  }
+  // IQ4_XS
+  uint o = (k >> 8) * 136u;
+  uint s = e0 >> 5;
+  uint scales_h = wbyte(r, o + 2u, n_rows) | (wbyte(r, o + 3u, n_rows) << 8);
+  uint ls = ((wbyte(r, o + 4u + (s >> 1), n_rows) >> (4u * (s & 1u))) & 15u) | (((scales_h >> (2u * s)) & 3u) << 4);
+  precise float dl = whalf(r, o, n_rows) * float(int(ls) - 32);
+  uvec2 v = wbytes8(r, o + 8u + 16u * s + (j0 & 15u), n_rows);
+  for (uint l = 0u; l < 8u; ++l) {
+    uint b = byte_of(v, l);
+    precise float x = dl * float(kIq4NlValues[j0 < 16u ? (b & 15u) : (b >> 4)]);
+    w8[l] = x;
+  }
+}
