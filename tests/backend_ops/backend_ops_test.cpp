@@ -269,7 +269,7 @@ std::vector<OpCase> make_cases() {
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
                         GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL,
                         GgmlType::kIQ4_XS}) {
-    const bool k_quant = ggml_tensor_n_bytes(type, 32).ok() == false;
+    const bool k_quant = !ggml_tensor_n_bytes(type, 32).ok();  // 256-element super-blocks
     const std::vector<std::pair<int64_t, int64_t>> shapes =
         k_quant ? std::vector<std::pair<int64_t, int64_t>>{{256, 33}, {768, 128}}
                 : std::vector<std::pair<int64_t, int64_t>>{{64, 33}, {256, 512}, {576, 96}};
