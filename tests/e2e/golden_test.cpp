@@ -99,12 +99,16 @@ INSTANTIATE_TEST_SUITE_P(
 // A real model from a package registry (SmolLM2-135M-Instruct: Q4_1 weights, Q8_0 tied
 // embedding, `smollm` pre-tokenizer, ChatML) against llama.cpp, with the bars of
 // ../shared/golden/README.md: per-row correlation >= 0.995 and mean |diff| <= 0.3 (llama.cpp
-// quantizes activations to 8 bits for Q4_1; the CPU here dots Q4_1 with float activations).
-// CPU only: the GPU backends do not run Q4_1 yet.
-TEST(SmolLm2Golden, CpuLogitsMatchLlamaCpp) {
+// quantizes activations to 8 bits for Q4_1, as the CPU backend here does; the OpenCL and
+// Vulkan backends dequantize Q4_1 in the kernel and dot it with float activations).
+class SmolLm2Golden : public testing::TestWithParam<const char*> {};
+
+TEST_P(SmolLm2Golden, LogitsMatchLlamaCpp) {
+  const std::string device = GetParam();
+  if (const std::string why = unavailable_reason(device); !why.empty()) GTEST_SKIP() << device << ": " << why;
   const auto model_path = shared_dir() / "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!std::filesystem::exists(model_path)) GTEST_SKIP() << "missing test data: " << model_path;
-  auto engine = load_on(model_path, "cpu", 512);
+  auto engine = load_on(model_path, device, 512);
   ASSERT_NE(engine, nullptr);
   for (const char* stem : {"llamacpp/smollm2-text", "llamacpp/smollm2-chat"}) {
     SCOPED_TRACE(stem);
@@ -116,18 +120,20 @@ TEST(SmolLm2Golden, CpuLogitsMatchLlamaCpp) {
     auto logits = engine->eval(golden.ids, /*all_logits=*/true);
     ASSERT_TRUE(logits.ok()) << logits.status().to_string();
     const test::LogitStats s = test::compare_logits(*logits, golden.logits, golden.n_vocab);
-    std::printf("%s: max|diff| %.4f mean|diff| %.4f min corr %.6f argmax agreement %.3f\n", stem, s.max_abs_diff,
-                s.mean_abs_diff, s.min_row_correlation, s.argmax_agreement);
+    std::printf("%s on %s: max|diff| %.4f mean|diff| %.4f min corr %.6f argmax agreement %.3f\n", stem, device.c_str(),
+                s.max_abs_diff, s.mean_abs_diff, s.min_row_correlation, s.argmax_agreement);
     EXPECT_LE(s.mean_abs_diff, 0.3);
     EXPECT_GE(s.min_row_correlation, 0.995);
   }
 }
 
 // The chat prompt's greedy answer, as llama.cpp gives it.
-TEST(SmolLm2Golden, ChatAnswerIsParis) {
+TEST_P(SmolLm2Golden, ChatAnswerIsParis) {
+  const std::string device = GetParam();
+  if (const std::string why = unavailable_reason(device); !why.empty()) GTEST_SKIP() << device << ": " << why;
   const auto model_path = shared_dir() / "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!std::filesystem::exists(model_path)) GTEST_SKIP() << "missing test data: " << model_path;
-  auto engine = load_on(model_path, "cpu", 512);
+  auto engine = load_on(model_path, device, 512);
   ASSERT_NE(engine, nullptr);
   const std::string prompt =
       "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
@@ -146,6 +152,9 @@ TEST(SmolLm2Golden, ChatAnswerIsParis) {
   }
   EXPECT_EQ(answer, "The capital of France is Paris.");
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, SmolLm2Golden, testing::ValuesIn(kDevices),
+                         [](const testing::TestParamInfo<const char*>& param_info) { return std::string(param_info.param); });
 
 struct PerplexityCase {
   const char* model;

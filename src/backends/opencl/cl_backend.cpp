@@ -319,10 +319,11 @@ Status ClBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
     cl_mem scales = c.scales ? c.scales.get() : c.data.get();
     BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), act(op.a), c.data.get(), scales, static_cast<cl_int>(w->n_cols),
                                     static_cast<cl_int>(w->n_rows), static_cast<cl_int>(c.row0),
-                                    static_cast<cl_int>(c.n_rows)));
+                                    static_cast<cl_int>(c.n_rows), static_cast<cl_int>(src.n_rows)));
     const size_t rows_per_group = wg / 8;  // 8 lanes a row (kernels/matmul_float.cl)
     const size_t n_groups = (static_cast<size_t>(c.n_rows) + rows_per_group - 1) / rows_per_group;
-    BITNET_RETURN_IF_ERROR(enqueue(name, {n_groups * wg, static_cast<size_t>(src.n_rows), 1}, true));
+    const size_t n_tiles = (static_cast<size_t>(src.n_rows) + kTokenTile - 1) / kTokenTile;
+    BITNET_RETURN_IF_ERROR(enqueue(name, {n_groups * wg, n_tiles, 1}, true));
   }
   return {};
 }

@@ -236,11 +236,12 @@ TEST(OpenclBackend, OutOfDeviceMemoryIsAStatusAndRecoverable) {
 TEST(OpenclBackend, UnsupportedWeightTypeIsAClearError) {
   BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{});
   WeightTable table(24);
-  std::vector<uint8_t> q4(18 * 4, 0);  // 4 rows of one Q4_0 block
-  table.add_bytes(GgmlType::kQ4_0, 4, 32, q4);
+  // Q8_K is an activation format (ggml never stores weights in it): no device layout.
+  std::vector<uint8_t> q8k(292 * 4, 0);  // 4 rows of one Q8_K block
+  table.add_bytes(GgmlType::kQ8_K, 4, 256, q8k);
   const Status s = cl->load_weights(table.descs());
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
-  EXPECT_NE(s.message().find("q4_0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("q8_K"), std::string::npos) << s.message();
 }
 
 TEST(OpenclBackend, BadGraphsAreErrorsNotCrashes) {

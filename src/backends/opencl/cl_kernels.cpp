@@ -12,7 +12,7 @@ namespace {
 
 // common.cl first: it holds the pragmas and helpers the others use.
 constexpr std::string_view kSources[] = {"common.cl", "elementwise.cl", "matmul_float.cl",
-                                         "matmul_w2a8.cl", "norm_rope_attn.cl"};
+                                         "matmul_quant.cl", "matmul_w2a8.cl", "norm_rope_attn.cl"};
 
 std::string build_log(cl_program program, cl_device_id device) {
   size_t n = 0;
@@ -36,7 +36,7 @@ Result<Kernels> Kernels::build(cl_context context, const ClDevice& device, const
   }
   Kernels k;
   k.options_ = options;
-  k.build_options_ = fmt::format("-cl-std=CL1.2 -DBITNET_WG={}", options.work_group);
+  k.build_options_ = fmt::format("-cl-std=CL1.2 -DBITNET_WG={} -DBITNET_TOKEN_TILE={}", options.work_group, kTokenTile);
   if (options.fp64) k.build_options_ += " -DBITNET_HAS_FP64";
   if (options.int8_dot) k.build_options_ += " -DBITNET_INT8_DOT";
   if (options.correctly_rounded_div) k.build_options_ += " -cl-fp32-correctly-rounded-divide-sqrt";

@@ -17,6 +17,10 @@ namespace bitnet::opencl {
 // its name ("matmul_w2a8.cl"), empty when absent.
 std::span<const uint8_t> embedded_file(std::string_view name);
 
+// BITNET_TOKEN_TILE: tokens per work-group of the float/block matmuls (each weight element is
+// loaded, and for the block formats decoded, once per tile of tokens).
+inline constexpr int kTokenTile = 4;
+
 struct ProgramOptions {
   int work_group = 64;   // BITNET_WG: work-group size of the reducing kernels
   bool fp64 = false;     // BITNET_HAS_FP64

@@ -113,8 +113,36 @@ std::string_view format_name(DeviceFormat format) {
     case DeviceFormat::kBF16: return "bf16";
     case DeviceFormat::kQ8_0: return "q8_0";
     case DeviceFormat::kTernary: return "w2a8";
+    case DeviceFormat::kQ4_0: return "q4_0";
+    case DeviceFormat::kQ4_1: return "q4_1";
+    case DeviceFormat::kQ5_0: return "q5_0";
+    case DeviceFormat::kQ5_1: return "q5_1";
+    case DeviceFormat::kQ2_K: return "q2_k";
+    case DeviceFormat::kQ3_K: return "q3_k";
+    case DeviceFormat::kQ4_K: return "q4_k";
+    case DeviceFormat::kQ5_K: return "q5_k";
+    case DeviceFormat::kQ6_K: return "q6_k";
+    case DeviceFormat::kIQ4_NL: return "iq4_nl";
+    case DeviceFormat::kIQ4_XS: return "iq4_xs";
   }
   return "unknown";
+}
+
+std::optional<DeviceFormat> block_format(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return DeviceFormat::kQ4_0;
+    case GgmlType::kQ4_1: return DeviceFormat::kQ4_1;
+    case GgmlType::kQ5_0: return DeviceFormat::kQ5_0;
+    case GgmlType::kQ5_1: return DeviceFormat::kQ5_1;
+    case GgmlType::kQ2_K: return DeviceFormat::kQ2_K;
+    case GgmlType::kQ3_K: return DeviceFormat::kQ3_K;
+    case GgmlType::kQ4_K: return DeviceFormat::kQ4_K;
+    case GgmlType::kQ5_K: return DeviceFormat::kQ5_K;
+    case GgmlType::kQ6_K: return DeviceFormat::kQ6_K;
+    case GgmlType::kIQ4_NL: return DeviceFormat::kIQ4_NL;
+    case GgmlType::kIQ4_XS: return DeviceFormat::kIQ4_XS;
+    default: return std::nullopt;
+  }
 }
 
 void pack_ternary_words(const uint8_t* codes, int64_t n_rows, int64_t n_cols, uint32_t* words) {
@@ -171,11 +199,18 @@ Result<DeviceWeight> upload_weight(const hal::WeightDesc& d, ClAllocator& alloca
       w.format = DeviceFormat::kQ8_0;
       BITNET_RETURN_IF_ERROR(upload_q8_0(w, d, allocator, queue));
       return w;
-    default:
-      return unsupported(fmt::format("tensor {}: weight type {} is not supported by the OpenCL backend", d.name,
-                                     ggml_type_name(d.type)));
+    default: {
+      const std::optional<DeviceFormat> f = block_format(d.type);
+      if (!f) {
+        return unsupported(fmt::format("tensor {}: weight type {} is not supported by the OpenCL backend", d.name,
+                                       ggml_type_name(d.type)));
+      }
+      // ggml_tensor_n_bytes above refused rows that are not whole blocks.
+      w.format = *f;
+      break;
+    }
   }
-  // F32/F16/BF16: the file's rows as they are, uploaded in place from the mapping.
+  // F32/F16/BF16 and the block formats: the file's rows as they are, uploaded in place from the mapping.
   BITNET_RETURN_IF_ERROR(upload_chunks(w, d, row_bytes, 0, allocator, queue, [&](int64_t row0, int64_t) {
     return HostPtrs{d.bytes.data() + row0 * static_cast<int64_t>(row_bytes), nullptr};
   }));

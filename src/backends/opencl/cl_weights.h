@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ enum class DeviceFormat : uint8_t {
   kBF16,     // ushort, widened by a shift
   kQ8_0,     // int8 quants in `data`, one float scale per 32 in `scales`
   kTernary,  // 2-bit codes, 16 per uint32 word, in `data`; float scales per block in `scales`
+  // llama.cpp's block formats: the file's blocks, unchanged, in `data` (no `scales`); the
+  // kernels (kernels/matmul_quant.cl) dequantize them.
+  kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_NL, kIQ4_XS,
 };
 
 struct WeightChunk {
@@ -40,8 +44,11 @@ struct DeviceWeight {
   bool is_ternary() const { return format == DeviceFormat::kTernary; }
 };
 
-// "f32", "f16", "bf16", "q8_0" (kernel name suffixes), "w2a8" for ternary.
+// "f32", "f16", "bf16", "q8_0", "q4_0", ..., "iq4_xs" (kernel name suffixes), "w2a8" for ternary.
 std::string_view format_name(DeviceFormat format);
+
+// The device format that keeps `type`'s file blocks as they are (Q4_0 .. IQ4_XS), if any.
+std::optional<DeviceFormat> block_format(GgmlType type);
 
 // Converts and uploads one weight (blocking writes on `queue`). Unsupported types are a
 // kUnsupported Status naming the tensor.

@@ -173,12 +173,13 @@ TEST(VulkanBackend, UnsupportedInputsAreClearErrors) {
   BITNET_VK_BACKEND_OR_SKIP(vk, VulkanOptions{});
   {
     Weights w;
-    auto n = ggml_tensor_n_bytes(GgmlType::kQ4_0, 64 * 4);
+    // Q8_K is an activation format (ggml never stores weights in it): no device layout.
+    auto n = ggml_tensor_n_bytes(GgmlType::kQ8_K, 256 * 4);
     ASSERT_TRUE(n.ok());
-    w.add(GgmlType::kQ4_0, 64, 4, std::vector<uint8_t>(*n, 0));
+    w.add(GgmlType::kQ8_K, 256, 4, std::vector<uint8_t>(*n, 0));
     const Status s = vk->load_weights(w.table());
     EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
-    EXPECT_NE(s.message().find("q4_0"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("q8_K"), std::string::npos) << s.message();
   }
   Weights w;
   const hal::WeightId x = w.add_float(GgmlType::kF32, 128, kVocab);

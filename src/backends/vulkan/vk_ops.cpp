@@ -27,6 +27,17 @@ Kernel float_kernel(DeviceFormat f, bool embed) {
     case DeviceFormat::kF16: return embed ? Kernel::kEmbedF16 : Kernel::kMatmulF16;
     case DeviceFormat::kBF16: return embed ? Kernel::kEmbedBF16 : Kernel::kMatmulBF16;
     case DeviceFormat::kQ8_0: return embed ? Kernel::kEmbedQ8_0 : Kernel::kMatmulQ8_0;
+    case DeviceFormat::kQ4_0: return embed ? Kernel::kEmbedQ4_0 : Kernel::kMatmulQ4_0;
+    case DeviceFormat::kQ4_1: return embed ? Kernel::kEmbedQ4_1 : Kernel::kMatmulQ4_1;
+    case DeviceFormat::kQ5_0: return embed ? Kernel::kEmbedQ5_0 : Kernel::kMatmulQ5_0;
+    case DeviceFormat::kQ5_1: return embed ? Kernel::kEmbedQ5_1 : Kernel::kMatmulQ5_1;
+    case DeviceFormat::kQ2_K: return embed ? Kernel::kEmbedQ2_K : Kernel::kMatmulQ2_K;
+    case DeviceFormat::kQ3_K: return embed ? Kernel::kEmbedQ3_K : Kernel::kMatmulQ3_K;
+    case DeviceFormat::kQ4_K: return embed ? Kernel::kEmbedQ4_K : Kernel::kMatmulQ4_K;
+    case DeviceFormat::kQ5_K: return embed ? Kernel::kEmbedQ5_K : Kernel::kMatmulQ5_K;
+    case DeviceFormat::kQ6_K: return embed ? Kernel::kEmbedQ6_K : Kernel::kMatmulQ6_K;
+    case DeviceFormat::kIQ4_NL: return embed ? Kernel::kEmbedIQ4_NL : Kernel::kMatmulIQ4_NL;
+    case DeviceFormat::kIQ4_XS: return embed ? Kernel::kEmbedIQ4_XS : Kernel::kMatmulIQ4_XS;
     default: return embed ? Kernel::kEmbedF32 : Kernel::kMatmulF32;
   }
 }

@@ -17,6 +17,9 @@ constexpr uint32_t kPushBytes = 64;
 enum class Kernel : int {
   kEmbedF32, kEmbedF16, kEmbedBF16, kEmbedQ8_0,
   kMatmulF32, kMatmulF16, kMatmulBF16, kMatmulQ8_0,
+  // llama.cpp's block formats (TYPE 4..14 of embed / matmul_float)
+  kEmbedQ4_0, kEmbedQ4_1, kEmbedQ5_0, kEmbedQ5_1, kEmbedQ2_K, kEmbedQ3_K, kEmbedQ4_K, kEmbedQ5_K, kEmbedQ6_K, kEmbedIQ4_NL, kEmbedIQ4_XS,
+  kMatmulQ4_0, kMatmulQ4_1, kMatmulQ5_0, kMatmulQ5_1, kMatmulQ2_K, kMatmulQ3_K, kMatmulQ4_K, kMatmulQ5_K, kMatmulQ6_K, kMatmulIQ4_NL, kMatmulIQ4_XS,
   kMatmulW2A8,
   kQuantizeAct,
   kRmsNorm,

@@ -96,9 +96,30 @@ Status make_image(const hal::WeightDesc& d, DeviceWeight& w, HostImage& img) {
       return {};
     }
     default:
+      break;
+  }
+  switch (d.type) {
+    case GgmlType::kQ4_0: w.format = DeviceFormat::kQ4_0; break;
+    case GgmlType::kQ4_1: w.format = DeviceFormat::kQ4_1; break;
+    case GgmlType::kQ5_0: w.format = DeviceFormat::kQ5_0; break;
+    case GgmlType::kQ5_1: w.format = DeviceFormat::kQ5_1; break;
+    case GgmlType::kQ2_K: w.format = DeviceFormat::kQ2_K; break;
+    case GgmlType::kQ3_K: w.format = DeviceFormat::kQ3_K; break;
+    case GgmlType::kQ4_K: w.format = DeviceFormat::kQ4_K; break;
+    case GgmlType::kQ5_K: w.format = DeviceFormat::kQ5_K; break;
+    case GgmlType::kQ6_K: w.format = DeviceFormat::kQ6_K; break;
+    case GgmlType::kIQ4_NL: w.format = DeviceFormat::kIQ4_NL; break;
+    case GgmlType::kIQ4_XS: w.format = DeviceFormat::kIQ4_XS; break;
+    default:
       return unsupported(fmt::format("tensor {}: type {} is not supported by the Vulkan backend", d.name,
                                      ggml_type_name(d.type)));
   }
+  // The file's rows, blocks unchanged (upload_weight checked the byte count; ggml_tensor_n_bytes
+  // refuses rows that are not whole blocks).
+  BITNET_ASSIGN_OR_RETURN(const uint64_t row_bytes, ggml_tensor_n_bytes(d.type, w.n_cols));
+  img.data = d.bytes;
+  img.data_row_bytes = static_cast<int64_t>(row_bytes);
+  return {};
 }
 
 }  // namespace

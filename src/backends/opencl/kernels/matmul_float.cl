@@ -25,31 +25,41 @@
 // y[t][row0 + r] = sum_k w[r][k] * x[t][k], summed in the CPU reference's order (its dot_f32:
 // 8 interleaved accumulators, combined pairwise, then the tail) so that float models match it
 // bit for bit: 8 lanes per row, lane j accumulating elements j, j+8, ...; BITNET_WG / 8 rows per
-// work-group. Global (ceil(n_rows_chunk / (BITNET_WG / 8)) * BITNET_WG, n_tokens).
+// work-group, and BITNET_TOKEN_TILE tokens per work-group: each weight element is loaded (and,
+// for the block formats of matmul_quant.cl, dequantized) once for the tile's tokens.
+// Global (ceil(n_rows_chunk / (BITNET_WG / 8)) * BITNET_WG, ceil(n_tokens / BITNET_TOKEN_TILE)).
 // y: [n_tokens][n_out]; x: [n_tokens][n_cols].
 #define DEFINE_MATMUL(NAME, LOAD)                                                                 \
   BITNET_KERNEL void matmul_##NAME(__global float* y, __global const float* x,                   \
                                    __global const void* w, __global const float* wd, int n_cols,  \
-                                   int n_out, int row0, int n_rows_chunk) {                       \
-    __local float tmp[BITNET_WG];                                                                 \
+                                   int n_out, int row0, int n_rows_chunk, int n_tokens) {         \
+    __local float tmp[BITNET_TOKEN_TILE * BITNET_WG];                                             \
     const int lid = get_local_id(0);                                                              \
     const int lane = lid % 8;                                                                     \
     const int r = get_group_id(0) * (BITNET_WG / 8) + lid / 8;                                    \
-    const int t = get_global_id(1);                                                               \
+    const int t0 = get_group_id(1) * BITNET_TOKEN_TILE;                                           \
+    const int nt = min(BITNET_TOKEN_TILE, n_tokens - t0);                                         \
     const int n8 = n_cols / 8 * 8;                                                                \
     const size_t w0 = (size_t)r * n_cols;                                                         \
-    __global const float* xt = x + (size_t)t * n_cols;                                            \
-    float acc = 0.0f;                                                                             \
+    __global const float* xt = x + (size_t)t0 * n_cols;                                           \
+    float acc[BITNET_TOKEN_TILE];                                                                 \
+    for (int t = 0; t < BITNET_TOKEN_TILE; ++t) acc[t] = 0.0f;                                    \
     if (r < n_rows_chunk) {                                                                       \
-      for (int i = 0; i < n8; i += 8) acc += LOAD(w, wd, w0 + i + lane) * xt[i + lane];           \
+      for (int i = 0; i < n8; i += 8) {                                                           \
+        const float wv = LOAD(w, wd, w0 + i + lane);                                              \
+        for (int t = 0; t < nt; ++t) acc[t] += wv * xt[(size_t)t * n_cols + i + lane];            \
+      }                                                                                           \
     }                                                                                             \
-    tmp[lid] = acc;                                                                               \
+    for (int t = 0; t < BITNET_TOKEN_TILE; ++t) tmp[t * BITNET_WG + lid] = acc[t];                \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
     if (lane == 0 && r < n_rows_chunk) {                                                          \
-      __local const float* a = tmp + lid;                                                         \
-      float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));             \
-      for (int i = n8; i < n_cols; ++i) sum += LOAD(w, wd, w0 + i) * xt[i];                       \
-      y[(size_t)t * n_out + row0 + r] = sum;                                                      \
+      for (int t = 0; t < nt; ++t) {                                                              \
+        __local const float* a = tmp + t * BITNET_WG + lid;                                       \
+        __global const float* xr = xt + (size_t)t * n_cols;                                       \
+        float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));           \
+        for (int i = n8; i < n_cols; ++i) sum += LOAD(w, wd, w0 + i) * xr[i];                     \
+        y[(size_t)(t0 + t) * n_out + row0 + r] = sum;                                             \
+      }                                                                                           \
     }                                                                                             \
   }
 

@@ -42,3 +42,15 @@ const uint kTypeF32 = 0u;
 const uint kTypeF16 = 1u;
 const uint kTypeBF16 = 2u;
 const uint kTypeQ8_0 = 3u;
+// llama.cpp's block formats, stored as the file's blocks (weight_fetch.glsl).
+const uint kTypeQ4_0 = 4u;
+const uint kTypeQ4_1 = 5u;
+const uint kTypeQ5_0 = 6u;
+const uint kTypeQ5_1 = 7u;
+const uint kTypeQ2_K = 8u;
+const uint kTypeQ3_K = 9u;
+const uint kTypeQ4_K = 10u;
+const uint kTypeQ5_K = 11u;
+const uint kTypeQ6_K = 12u;
+const uint kTypeIQ4_NL = 13u;
+const uint kTypeIQ4_XS = 14u;

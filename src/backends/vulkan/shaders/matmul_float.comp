@@ -1,6 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Float-path matmul over one row chunk of an F32/F16/BF16/Q8_0 weight (the head, F32 models):
+// Float-path matmul over one row chunk of an F32/F16/BF16/Q8_0 weight (the head, F32 models)
+// or of a llama.cpp block format (Q4_0 .. IQ4_XS, dequantized 8 elements at a time):
 //   y[t][row0 + r] = sum_k w[r][k] * x[t][k]
 // One invocation per (row, tile of TILE_T tokens): weights are word-interleaved, so a
 // subgroup's loads of one k are contiguous; each weight element is converted once and used for
@@ -37,9 +38,10 @@ void main() {
   }
   uint k = 0u;
   for (; k + 8u <= p.n_cols; k += 8u) {
+    float w8[8];
+    weight8_at(r, k, p.n_rows, w8);
     for (uint l = 0u; l < 8u; ++l) {
-      float wv = weight_at(r, k + l, p.n_rows);
-      for (uint t = 0u; t < nt; ++t) acc[t][l] += wv * x[(p.t_base + t0 + t) * p.n_cols + k + l];
+      for (uint t = 0u; t < nt; ++t) acc[t][l] += w8[l] * x[(p.t_base + t0 + t) * p.n_cols + k + l];
     }
   }
   for (uint t = 0u; t < nt; ++t) {
