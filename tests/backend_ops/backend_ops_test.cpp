@@ -132,7 +132,7 @@ std::vector<double> block_matmul_bounds(GgmlType type, const hal::WeightDesc& x_
   const std::vector<float> w = f32_values(wd);
   const double s = std::abs(static_cast<double>(f32_values(scale)[0]));
   const std::optional<GgmlType> act = quant::vec_dot_type(type);
-  const bool cpu_quantizes = act.has_value() && type != GgmlType::kQ8_0 && quant::vec_dot_fn(type) != nullptr;
+  const bool cpu_quantizes = act.has_value() && quant::vec_dot_fn(type) != nullptr;
   const int64_t block = !cpu_quantizes ? 0 : (*act == GgmlType::kQ8_K ? 256 : 32);
   const double d_rounding = cpu_quantizes && *act != GgmlType::kQ8_K ? 0x1p-11 : 0x1p-22;
   const double roundings = 2.0 * static_cast<double>(k / 8 + 16) * 0x1p-24;
@@ -159,9 +159,10 @@ std::vector<double> block_matmul_bounds(GgmlType type, const hal::WeightDesc& x_
         mag += wa * (std::abs(static_cast<double>(xr[i])) + e[static_cast<size_t>(i)]);
       }
       if (cpu_quantizes && *act == GgmlType::kQ8_1) {
-        // Q4_1 blocks: fp16 d, fp16 m, 16 bytes.
+        // Q4_1 / Q5_1 blocks: fp16 d, fp16 m, then the codes.
+        const int64_t block_bytes = static_cast<int64_t>(w_row_bytes) / (k / 32);
         for (int64_t b = 0; b < k / 32; ++b) {
-          const uint8_t* blk = wd.bytes.data() + r * static_cast<int64_t>(w_row_bytes) + b * 20;
+          const uint8_t* blk = wd.bytes.data() + r * static_cast<int64_t>(w_row_bytes) + b * block_bytes;
           const double m = fp16_to_fp32(static_cast<uint16_t>(blk[2] | blk[3] << 8));
           act_err += std::abs(m) * block_abs_sum[static_cast<size_t>(b)] * 0x1p-9;
         }
@@ -236,7 +237,7 @@ std::vector<OpCase> make_cases() {
       }
     }
   }
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0}) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
     for (auto [k, rows] : {std::pair<int64_t, int64_t>{64, 33}, {256, 512}}) {
       for (int64_t nt : {1, 7}) {
         auto w = std::make_shared<std::array<hal::WeightId, 3>>();
@@ -265,8 +266,8 @@ std::vector<OpCase> make_cases() {
     }
   }
   // llama.cpp's block formats: the GPU backends dequantize them in the kernel against float
-  // activations; the CPU dots some of them with 8-bit activations (see block_matmul_bounds).
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
+  // activations; the CPU dots them with 8-bit activations (see block_matmul_bounds).
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
                         GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL,
                         GgmlType::kIQ4_XS}) {
     const bool k_quant = !ggml_tensor_n_bytes(type, 32).ok();  // 256-element super-blocks
@@ -324,7 +325,7 @@ std::vector<OpCase> make_cases() {
     c.others_may_refuse = true;
     cases.push_back(c);
   }
-  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0}) {
+  for (GgmlType type : {GgmlType::kF16}) {  // Q8_0 with the block formats above
     auto w = std::make_shared<std::array<hal::WeightId, 1>>();
     OpCase c;
     c.name = "embed_" + std::string(ggml_type_name(type));

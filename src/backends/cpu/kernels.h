@@ -24,9 +24,8 @@ void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens
                             int64_t r0, int64_t r1, DotFn dot);
 
 // Weights dotted against quantized activations, as llama.cpp computes them
-// (ggml_vec_dot_<type>_<vec_dot_type>): Q4_0 against Q8_0, Q4_1 against Q8_1, the K-quants
-// against Q8_K, ... (quant::vec_dot_type). Q8_0 weights stay a float matmul (the GPU backends
-// dot them with float activations and are held to the CPU's numbers).
+// (ggml_vec_dot_<type>_<vec_dot_type>): Q4_0 and Q8_0 against Q8_0, Q4_1 against Q8_1, the
+// K-quants against Q8_K, ... (quant::vec_dot_type).
 struct QuantActFormat {
   GgmlType type;    // Q8_0, Q8_1 or Q8_K
   int64_t block;    // elements per block

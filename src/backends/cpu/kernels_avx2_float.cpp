@@ -1,4 +1,4 @@
-// AVX2 set, float weights: matmul over F32/F16/BF16/Q8_0 rows read in place (the tied F16 token
+// AVX2 set, float weights: matmul over F32/F16/BF16 rows read in place (the tied F16 token
 // embedding as output head is the largest tensor read per decoded token), FMA into several
 // accumulators; the types llama.cpp dots against quantized activations go to quant_dot
 // (kernels_avx2_qdot.cpp). Other formats are dequantized block by block. Sums run in another
@@ -90,42 +90,6 @@ struct PlainTiles {
   }
 };
 
-// Q8_0 rows (34-byte blocks of 32: fp16 d, then int8 q[32]; w = q * d): per block, sum q * x
-// in float for each row and token, then acc += d * that.
-struct Q8_0Tiles {
-  template <int R, int T>
-  static void tile(const CpuWeight& w, const float* x, int64_t t, int64_t r, float* y) {
-    const int64_t n = w.n_cols;
-    const uint8_t* rows[R];
-    for (int i = 0; i < R; ++i) rows[i] = w.raw.data() + (r + i) * w.row_bytes;
-    __m256 acc[R][T];
-    for (int i = 0; i < R; ++i) {
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
-    }
-    for (int64_t k = 0; k < n; k += 32) {
-      for (int i = 0; i < R; ++i) {
-        const uint8_t* block = rows[i] + k / 32 * 34;
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(block)));
-        __m256 wv[4];
-        for (int c = 0; c < 4; ++c) {
-          const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * c));
-          wv[c] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-        }
-        for (int j = 0; j < T; ++j) {
-          const float* xb = x + (t + j) * n + k;
-          __m256 dot = _mm256_mul_ps(wv[0], _mm256_loadu_ps(xb));
-          for (int c = 1; c < 4; ++c) dot = _mm256_fmadd_ps(wv[c], _mm256_loadu_ps(xb + 8 * c), dot);
-          acc[i][j] = _mm256_fmadd_ps(d, dot, acc[i][j]);
-        }
-      }
-    }
-    for (int i = 0; i < R; ++i) {
-      for (int j = 0; j < T; ++j) y[(t + j) * w.n_rows + r + i] = hsum(acc[i][j]);
-    }
-  }
-};
-
-
 }  // namespace
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -147,7 +111,6 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
     case GgmlType::kF32: return matmul_tiles<PlainTiles<F32Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kF16: return matmul_tiles<PlainTiles<F16Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kBF16: return matmul_tiles<PlainTiles<BF16Row>>(w, x, n_tokens, y, r0, r1);
-    case GgmlType::kQ8_0: return matmul_tiles<Q8_0Tiles>(w, x, n_tokens, y, r0, r1);
     default:
       if (quant_act_format(w.type)) return matmul_quantized_act(w, x, n_tokens, y, r0, r1, quant_dot(w.type));
       return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);

@@ -1,4 +1,4 @@
-// NEON set, float weights: matmul over F32/F16/BF16/Q8_0 rows read in place (the tied F16
+// NEON set, float weights: matmul over F32/F16/BF16 rows read in place (the tied F16
 // token embedding as output head is the largest tensor read per decoded token), FMA into
 // several accumulators. Other formats are dequantized block by block. Sums run in another
 // order than the scalar twin's, so results differ from it in the last bits.
@@ -83,27 +83,6 @@ struct PlainTiles {
   }
 };
 
-// Q8_0 rows (34-byte blocks of 32: fp16 d, then int8 q[32]; w = q * d): per block, sum q * x
-// in float for each row and token, then acc += d * that.
-struct Q8_0Tiles {
-  template <int R, int T>
-  static void tile(const CpuWeight& w, const float* x, int64_t t, int64_t r, float* y) {
-    const int64_t n = w.n_cols;
-    const uint8_t* rows[R];
-    for (int i = 0; i < R; ++i) rows[i] = w.raw.data() + (r + i) * w.row_bytes;
-    float32x4_t acc[R][T];
-    for (int i = 0; i < R; ++i) {
-      for (int j = 0; j < T; ++j) acc[i][j] = vdupq_n_f32(0.0f);
-    }
-    for (int64_t k = 0; k < n; k += 32) {
-      for (int i = 0; i < R; ++i) {
-        const uint8_t* block = rows[i] + k / 32 * 34;
-        const float32x4_t d = vdupq_n_f32(F16Row::at(block, 0));
-        // The 32 codes widened int8 -> int16 -> int32 -> float, 4 per vector.
-        float32x4_t wv[8];
-        for (int c = 0; c < 2; ++c) {
-          const int8x16_t q = vld1q_s8(reinterpret_cast<const int8_t*>(block + 2 + 16 * c));
-          const int16x8_t h[2] = {vmovl_s8(vget_low_s8(q)), vmovl_high_s8(q)};
           for (int m = 0; m < 2; ++m) {
             wv[4 * c + 2 * m] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h[m])));
             wv[4 * c + 2 * m + 1] = vcvtq_f32_s32(vmovl_high_s16(h[m]));
@@ -142,7 +121,6 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
     case GgmlType::kF32: return matmul_tiles<PlainTiles<F32Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kF16: return matmul_tiles<PlainTiles<F16Row>>(w, x, n_tokens, y, r0, r1);
     case GgmlType::kBF16: return matmul_tiles<PlainTiles<BF16Row>>(w, x, n_tokens, y, r0, r1);
-    case GgmlType::kQ8_0: return matmul_tiles<Q8_0Tiles>(w, x, n_tokens, y, r0, r1);
     default:
       if (quant_act_format(w.type)) return matmul_quantized_act(w, x, n_tokens, y, r0, r1, quant_dot(w.type));
       return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);

@@ -162,7 +162,7 @@ void dequantize_row(const CpuWeight& w, int64_t row, float* dst) {
 
 std::optional<QuantActFormat> quant_act_format(GgmlType weight_type) {
   const std::optional<GgmlType> a = quant::vec_dot_type(weight_type);
-  if (!a || weight_type == GgmlType::kQ8_0 || quant::vec_dot_fn(weight_type) == nullptr) return std::nullopt;
+  if (!a || quant::vec_dot_fn(weight_type) == nullptr) return std::nullopt;
   switch (*a) {
     case GgmlType::kQ8_0: return QuantActFormat{*a, 32, 34, quant::q8_0_quantize_block};
     case GgmlType::kQ8_1: return QuantActFormat{*a, 32, 36, quant::q8_1_quantize_block};
