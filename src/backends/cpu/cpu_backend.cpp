@@ -384,6 +384,7 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
     int64_t first;
     int64_t rows_per_item;
     QuantDotFn dot;              // set for weights dotted against quantized activations
+    QuantTileFn tile;            // and the set's prefill tile for them, if it has one
     const uint8_t* act;          // those activations: n_tokens rows of act_row_bytes
     int64_t act_row_bytes;
   };
@@ -395,11 +396,12 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
     const CpuWeight& w = weight(ops[i].w);
     BITNET_CHECK(w.is_ternary() == q8);
     const int64_t rows = q8 ? w.ternary.rows_per_group : 1;
-    parts[i] = {&w, f32(ops[i].dst), n_items, rows, nullptr, nullptr, 0};
+    parts[i] = {&w, f32(ops[i].dst), n_items, rows, nullptr, nullptr, nullptr, 0};
     n_items += (w.n_rows + rows - 1) / rows;
     if (!q8) {
       if (const std::optional<QuantActFormat> f = quant_act_format(w.type); f && w.n_cols % f->block == 0) {
         parts[i].dot = kernels_->quant_dot(w.type);
+        parts[i].tile = kernels_->quant_tile != nullptr ? kernels_->quant_tile(w.type) : nullptr;
         parts[i].act_row_bytes = f->row_bytes(w.n_cols);
         // Fused parts share x: quantized once if they share the format too (and so the width).
         parts[i].act = quantize_for_dot(x, *f, n_tokens, w.n_cols, i > 0 ? parts[i - 1].act : nullptr);
@@ -420,7 +422,7 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
       if (q8) {
         kernels_->matmul_ternary(*p.w, q, p.y, r0, r1);
       } else if (p.dot != nullptr) {
-        matmul_quant_rows(*p.w, p.act, p.act_row_bytes, n_tokens, p.y, r0, r1, p.dot);
+        matmul_quant_rows(*p.w, p.act, p.act_row_bytes, n_tokens, p.y, r0, r1, p.dot, p.tile);
       } else {
         kernels_->matmul_float(*p.w, x.f32.data(), n_tokens, p.y, r0, r1);
       }

@@ -49,6 +49,12 @@ struct KernelSet;
 
 // A row dot of n weights against one row of quantized activations (quant::VecDotFn).
 using QuantDotFn = quant::VecDotFn;
+// Prefill: one row of n weights against n_act (1 .. kQuantTileTokens) rows of quantized
+// activations, act_row_bytes apart: out[j] = the set's quant_dot of the row and activation row
+// j, bit for bit (the weights are unpacked once for all of them).
+inline constexpr int kQuantTileTokens = 4;
+using QuantTileFn = void (*)(int64_t n, const uint8_t* w, const uint8_t* act, int64_t act_row_bytes, int n_act,
+                             float* out);
 
 // Owns Q8 activations for up to n_tokens rows; padding lanes hold scale 1 and sum 0.
 class Q8Buffer {
@@ -86,6 +92,8 @@ struct KernelSet {
   // integer block sums as the scalar twin (quant::vec_dot_fn), the float sums in another order.
   // Null exactly where quant::vec_dot_fn is; a set without SIMD for a type returns the twin.
   QuantDotFn (*quant_dot)(GgmlType type);
+  // The set's QuantTileFn for `type`; null (the set, or the type) = quant_dot token by token.
+  QuantTileFn (*quant_tile)(GgmlType type) = nullptr;
   // One row, as quant::act_quant_i8 bit for bit: x[n_cols] -> q[n_cols] and the sum of q over
   // each 128-column group g (the last may be partial) at group_sum[g * group_sum_stride];
   // returns s.

@@ -172,10 +172,19 @@ std::optional<QuantActFormat> quant_act_format(GgmlType weight_type) {
 }
 
 void matmul_quant_rows(const CpuWeight& w, const uint8_t* act, int64_t act_row_bytes, int64_t n_tokens,
-                       float* y, int64_t r0, int64_t r1, QuantDotFn dot) {
+                       float* y, int64_t r0, int64_t r1, QuantDotFn dot, QuantTileFn tile) {
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.raw.data() + r * w.row_bytes;
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] = dot(w.n_cols, row, act + t * act_row_bytes);
+    int64_t t = 0;
+    if (tile != nullptr && n_tokens > 1) {
+      for (; t < n_tokens; t += kQuantTileTokens) {
+        const int n_act = static_cast<int>(std::min<int64_t>(kQuantTileTokens, n_tokens - t));
+        float out[kQuantTileTokens];
+        tile(w.n_cols, row, act + t * act_row_bytes, act_row_bytes, n_act, out);
+        for (int j = 0; j < n_act; ++j) y[(t + j) * w.n_rows + r] = out[j];
+      }
+    }
+    for (; t < n_tokens; ++t) y[t * w.n_rows + r] = dot(w.n_cols, row, act + t * act_row_bytes);
   }
 }
 

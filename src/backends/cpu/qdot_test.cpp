@@ -6,6 +6,7 @@
 // without a quantizer (Q2_K, Q3_K, IQ4_NL, IQ4_XS) get block bytes: random, all 0xff, all 0x00.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <string>
@@ -156,6 +157,42 @@ TEST_P(QuantDotMatchesTwin, ShortRowsOfThe32ElementFormats) {
       }
     }
   }
+}
+
+// A set's prefill tile (KernelSet::quant_tile) gives each token what its quant_dot gives, bit
+// for bit: 1 to kQuantTileTokens activation rows, several widths, extreme inputs.
+TEST_P(QuantDotMatchesTwin, TilesEqualTheRowDot) {
+  if (set().quant_tile == nullptr) GTEST_SKIP() << set().name << " has no prefill tiles";
+  std::mt19937 rng(13);
+  int tiled = 0;
+  for (GgmlType type : dot_types()) {
+    const QuantTileFn tile = set().quant_tile(type);
+    if (tile == nullptr) continue;
+    ++tiled;
+    const GgmlType act_type = *quant::vec_dot_type(type);
+    const bool k_quant = ggml_type_traits(static_cast<uint32_t>(type))->block_elems == 256;
+    for (int64_t n : k_quant ? std::vector<int64_t>{256, 768, 2560} : std::vector<int64_t>{32, 96, 576, 2560}) {
+      for (int kind = 0; kind < 4; ++kind) {
+        SCOPED_TRACE(std::string(ggml_type_name(type)) + " n=" + std::to_string(n) + " kind " + std::to_string(kind));
+        const auto w = weights(type, kind, n, rng);
+        std::vector<uint8_t> act;
+        for (int j = 0; j < kQuantTileTokens; ++j) {
+          const auto a = quantized(act_type, inputs((kind + j) % 4, n, rng));
+          act.insert(act.end(), a.begin(), a.end());
+        }
+        const int64_t row_bytes = static_cast<int64_t>(act.size()) / kQuantTileTokens;
+        for (int n_act = 1; n_act <= kQuantTileTokens; ++n_act) {
+          float out[kQuantTileTokens] = {};
+          tile(n, w.data(), act.data(), row_bytes, n_act, out);
+          for (int j = 0; j < n_act; ++j) {
+            const float want = set().quant_dot(type)(n, w.data(), act.data() + j * row_bytes);
+            EXPECT_EQ(std::bit_cast<uint32_t>(out[j]), std::bit_cast<uint32_t>(want)) << "token " << j << " of " << n_act;
+          }
+        }
+      }
+    }
+  }
+  if (tiled == 0) GTEST_SKIP() << set().name << " tiles no type";
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, QuantDotMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
