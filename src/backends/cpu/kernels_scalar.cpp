@@ -54,13 +54,6 @@ struct F16Elem {
 struct BF16Elem {
   float operator()(const uint8_t* row, int64_t i) const { return bf16_to_fp32(load_u16(row + 2 * i)); }
 };
-struct Q8_0Elem {  // 34-byte blocks: fp16 d, then 32 int8: w = q * d
-  const float* table = fp16_table();
-  float operator()(const uint8_t* row, int64_t i) const {
-    const uint8_t* block = row + (i / 32) * 34;
-    return static_cast<float>(static_cast<int8_t>(block[2 + i % 32])) * table[load_u16(block)];
-  }
-};
 
 // The scalar dot's summation order (8 lanes, then pairwise, then the tail) over a row read in
 // place: the same floats as dequantizing the row first.
@@ -268,7 +261,6 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
     case GgmlType::kF32: return matmul_rows(w, x, n_tokens, y, r0, r1, F32Elem{});  // dot_f32's order
     case GgmlType::kF16: return matmul_rows(w, x, n_tokens, y, r0, r1, F16Elem{});
     case GgmlType::kBF16: return matmul_rows(w, x, n_tokens, y, r0, r1, BF16Elem{});
-    case GgmlType::kQ8_0: return matmul_rows(w, x, n_tokens, y, r0, r1, Q8_0Elem{});
     default: return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);
   }
 }
