@@ -61,13 +61,14 @@ hal::ActId add_act(hal::Graph& g, std::string_view name, int64_t n_rows, int64_t
   return static_cast<hal::ActId>(g.acts.size() - 1);
 }
 
-constexpr GgmlType kBlockTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+constexpr GgmlType kBlockTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
                                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K,
                                     GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
 
 int64_t block_elems(GgmlType t) {
   switch (t) {
-    case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kQ5_0: case GgmlType::kQ5_1: case GgmlType::kIQ4_NL:
+    case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kQ5_0: case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL:
       return 32;
     default:
       return 256;
