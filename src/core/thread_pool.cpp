@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace bitnet {
 
@@ -12,6 +13,11 @@ namespace {
 // thread that slept through them would pay a futex wake-up (5-20 us) on every op, hundreds of
 // times per decoded token. Between tokens and between requests the threads do go to sleep.
 constexpr auto kSpinTime = std::chrono::milliseconds(2);
+// After this much of it, the spinning thread yields its core on every round instead of only
+// pausing: on a machine with more runnable threads than cores (other processes, or more -t
+// than cores) the thread being waited for may be the one that is not running, and a pure spin
+// would burn its time slice.
+constexpr auto kPauseTime = std::chrono::microseconds(50);
 
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -24,11 +30,20 @@ void cpu_relax() {
 // Spins until done() holds or kSpinTime has passed; returns done().
 template <typename Done>
 bool spin_until(Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  const auto start = std::chrono::steady_clock::now();
+  bool yielding = false;
   for (int i = 1;; ++i) {
     if (done()) return true;
-    cpu_relax();
-    if (i % 256 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+    if (yielding) {
+      std::this_thread::yield();
+    } else {
+      cpu_relax();
+    }
+    if (i % 256 == 0) {
+      const auto spun = std::chrono::steady_clock::now() - start;
+      if (spun > kSpinTime) return done();
+      yielding = spun > kPauseTime;
+    }
   }
 }
 
