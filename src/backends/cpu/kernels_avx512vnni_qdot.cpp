@@ -75,4 +75,11 @@ QuantDotFn quant_dot(GgmlType type) {
   }
 }
 
+QuantTileFn quant_tile(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ6_K: return nullptr;
+    default: return avx2::quant_tile(type);
+  }
+}
+
 }  // namespace bitnet::cpu::avx512vnni
