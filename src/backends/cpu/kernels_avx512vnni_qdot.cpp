@@ -66,10 +66,190 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return _mm512_reduce_add_ps(acc);
 }
 
+// ---- 32-element blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) against Q8_0 / Q8_1 ----
+//
+// One weight block meets one activation block in a single 256-bit vpdpbusd (EVEX, AVX512VL):
+// unsigned codes (Q4_1, Q5_1) directly against the int8 activations; signed weights (Q8_0, the
+// IQ4 table values, and Q4_0 / Q5_0 codes made signed once, q - 8 / q - 16) as |w| against x
+// carrying w's sign (vpsignb). |x| <= 127, so 4 products per int32 lane cannot overflow. Each
+// block's 8 int32 lanes are converted and multiplied lane by lane by the block's d_w * d_a (no
+// horizontal integer reduction), into 4 accumulators per token (block 4i + k into acc k), which
+// are summed (0 + 1) + (2 + 3) and reduced at the end. The weights are unpacked once per block
+// for all tokens of a tile, and the row dot is the tile for one token, so both agree bit for bit.
+// The d products: per 4 blocks the activations' 4 fp16 d's are read with scalar loads, converted
+// together, multiplied by the weights' 4 d's and broadcast per block with vpermps.
+
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+__m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+__m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+float hsum256(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// 16 bytes of nibbles -> 32 codes: byte j (j < 16) the low nibble of p[j], byte j + 16 the high
+// one (ggml's element order of Q4_0..Q5_1).
+__m256i nibbles32(const uint8_t* p) {
+  const __m256i x = _mm256_broadcastsi128_si256(load128(p));
+  return _mm256_and_si256(_mm256_srlv_epi32(x, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
+}
+
+// The little-endian uint32 of fifth bits at p -> 32 bytes, byte j = 0x10 where bit j is set.
+__m256i fifth_bits32(const uint8_t* p) { return _mm256_maskz_mov_epi8(load_u32(p), _mm256_set1_epi8(0x10)); }
+
+// The 16-bit words at p + k * stride (k < 4) as the low 64 bits of a vector.
+__m128i gather4_u16(const uint8_t* p, int64_t stride) {
+  const uint64_t v = uint64_t{load_u16(p)} | uint64_t{load_u16(p + stride)} << 16 |
+                     uint64_t{load_u16(p + 2 * stride)} << 32 | uint64_t{load_u16(p + 3 * stride)} << 48;
+  return _mm_cvtsi64_si128(static_cast<long long>(v));
+}
+
+// A weight block unpacked once: u the bytes that meet the activations in vpdpbusd (unsigned), s
+// the signs they carry over to the activations (signed formats).
+struct W32 {
+  __m256i u, s;
+};
+W32 signed_w(__m256i w) { return {_mm256_abs_epi8(w), w}; }
+
+// kW, kA: block bytes; kQs: offset of the activation's 32 int8 in its block; kMin: a min term
+// (Q8_1's s times the weight's m); kSigned: the sign trick.
+struct Q4_0 {
+  static constexpr int64_t kW = 18, kA = 34;
+  static constexpr bool kMin = false, kSigned = true;
+  static W32 unpack(const uint8_t* w) { return signed_w(_mm256_sub_epi8(nibbles32(w + 2), _mm256_set1_epi8(8))); }
+};
+struct Q5_0 {
+  static constexpr int64_t kW = 22, kA = 34;
+  static constexpr bool kMin = false, kSigned = true;
+  static W32 unpack(const uint8_t* w) {
+    return signed_w(_mm256_sub_epi8(_mm256_or_si256(nibbles32(w + 6), fifth_bits32(w + 2)), _mm256_set1_epi8(16)));
+  }
+};
+struct Q8_0 {
+  static constexpr int64_t kW = 34, kA = 34;
+  static constexpr bool kMin = false, kSigned = true;
+  static W32 unpack(const uint8_t* w) { return signed_w(load256(w + 2)); }
+};
+struct IQ4_NL {
+  static constexpr int64_t kW = 18, kA = 34;
+  static constexpr bool kMin = false, kSigned = true;
+  static W32 unpack(const uint8_t* w) {
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+    return signed_w(_mm256_shuffle_epi8(table, nibbles32(w + 2)));
+  }
+};
+struct Q4_1 {
+  static constexpr int64_t kW = 20, kA = 36;
+  static constexpr bool kMin = true, kSigned = false;
+  static W32 unpack(const uint8_t* w) { return {nibbles32(w + 4), _mm256_setzero_si256()}; }
+};
+struct Q5_1 {
+  static constexpr int64_t kW = 24, kA = 36;
+  static constexpr bool kMin = true, kSigned = false;
+  static W32 unpack(const uint8_t* w) { return {_mm256_or_si256(nibbles32(w + 8), fifth_bits32(w + 4)), _mm256_setzero_si256()}; }
+};
+
+template <class T>
+__m256i block_dot(const W32& w, const uint8_t* ab) {
+  constexpr int64_t kQs = T::kMin ? 4 : 2;
+  const __m256i x = load256(ab + kQs);
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.u, T::kSigned ? _mm256_sign_epi8(x, w.s) : x);
+}
+
+template <class T, int N>
+void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
+  const int64_t nb = n / 32;
+  __m256 acc[N][4];
+  float ms[N];  // formats with a min: sum of m_w * s_a
+  for (int j = 0; j < N; ++j) {
+    for (int k = 0; k < 4; ++k) acc[j][k] = _mm256_setzero_ps();
+    ms[j] = 0.0f;
+  }
+  __m128 ms4[N];
+  for (int j = 0; j < N; ++j) ms4[j] = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const uint8_t* wb = w + b * T::kW;
+    W32 q[4];
+    for (int k = 0; k < 4; ++k) q[k] = T::unpack(wb + k * T::kW);
+    const __m128 wd = _mm_cvtph_ps(gather4_u16(wb, T::kW));
+    __m128 wm = _mm_setzero_ps();
+    if constexpr (T::kMin) wm = _mm_cvtph_ps(gather4_u16(wb + 2, T::kW));
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* ab = a + j * as + b * T::kA;
+      const __m256 d = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_cvtph_ps(gather4_u16(ab, T::kA))));
+      if constexpr (T::kMin) ms4[j] = _mm_add_ps(ms4[j], _mm_mul_ps(wm, _mm_cvtph_ps(gather4_u16(ab + 2, T::kA))));
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256 dk = _mm256_permutexvar_ps(_mm256_set1_epi32(k), d);
+        acc[j][k] = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(block_dot<T>(q[k], ab + k * T::kA)), acc[j][k]);
+      }
+    }
+  }
+  for (; b < nb; ++b) {
+    const uint8_t* wb = w + b * T::kW;
+    const W32 q = T::unpack(wb);
+    const float wd = _cvtsh_ss(load_u16(wb));
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* ab = a + j * as + b * T::kA;
+      const __m256 d = _mm256_set1_ps(wd * _cvtsh_ss(load_u16(ab)));
+      acc[j][b % 4] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_dot<T>(q, ab)), acc[j][b % 4]);
+      if constexpr (T::kMin) ms[j] += _cvtsh_ss(load_u16(wb + 2)) * _cvtsh_ss(load_u16(ab + 2));
+    }
+  }
+  for (int j = 0; j < N; ++j) {
+    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]), _mm256_add_ps(acc[j][2], acc[j][3])));
+    if constexpr (T::kMin) {
+      const __m128 s = ms4[j];
+      const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+      sum += _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2))) + ms[j];
+    }
+    out[j] = sum;
+  }
+}
+
+template <class T>
+float dot_blocks32(int64_t n, const uint8_t* w, const uint8_t* a) {
+  float out;
+  tile_blocks32<T, 1>(n, w, a, 0, &out);
+  return out;
+}
+
+template <class T>
+void tile_of(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, int n_act, float* out) {
+  switch (n_act) {
+    case 1: tile_blocks32<T, 1>(n, w, a, as, out); break;
+    case 2: tile_blocks32<T, 2>(n, w, a, as, out); break;
+    case 3: tile_blocks32<T, 3>(n, w, a, as, out); break;
+    default: tile_blocks32<T, 4>(n, w, a, as, out); break;
+  }
+}
+
 }  // namespace
 
 QuantDotFn quant_dot(GgmlType type) {
   switch (type) {
+    case GgmlType::kQ4_0: return dot_blocks32<Q4_0>;
+    case GgmlType::kQ4_1: return dot_blocks32<Q4_1>;
+    case GgmlType::kQ5_0: return dot_blocks32<Q5_0>;
+    case GgmlType::kQ5_1: return dot_blocks32<Q5_1>;
+    case GgmlType::kQ8_0: return dot_blocks32<Q8_0>;
+    case GgmlType::kIQ4_NL: return dot_blocks32<IQ4_NL>;
     case GgmlType::kQ6_K: return dot_q6_K_q8_K;
     default: return avx2::quant_dot(type);
   }
@@ -77,6 +257,12 @@ QuantDotFn quant_dot(GgmlType type) {
 
 QuantTileFn quant_tile(GgmlType type) {
   switch (type) {
+    case GgmlType::kQ4_0: return tile_of<Q4_0>;
+    case GgmlType::kQ4_1: return tile_of<Q4_1>;
+    case GgmlType::kQ5_0: return tile_of<Q5_0>;
+    case GgmlType::kQ5_1: return tile_of<Q5_1>;
+    case GgmlType::kQ8_0: return tile_of<Q8_0>;
+    case GgmlType::kIQ4_NL: return tile_of<IQ4_NL>;
     case GgmlType::kQ6_K: return nullptr;
     default: return avx2::quant_tile(type);
   }
