@@ -73,8 +73,8 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
 // IQ4 table values, and Q4_0 / Q5_0 codes made signed once, q - 8 / q - 16) as |w| against x
 // carrying w's sign (vpsignb). |x| <= 127, so 4 products per int32 lane cannot overflow. Each
 // block's 8 int32 lanes are converted and multiplied lane by lane by the block's d_w * d_a (no
-// horizontal integer reduction), into 4 accumulators per token (block 4i + k into acc k), which
-// are summed (0 + 1) + (2 + 3) and reduced at the end. The weights are unpacked once per block
+// horizontal integer reduction), into 2 accumulators per token (even and odd blocks), which are
+// added and reduced at the end (four tokens' reductions together, each by the same association). The weights are unpacked once per block
 // for all tokens of a tile, and the row dot is the tile for one token, so both agree bit for bit.
 // The d products: per 4 blocks the activations' 4 fp16 d's are read with scalar loads, converted
 // together, multiplied by the weights' 4 d's and broadcast per block with vpermps.
@@ -93,12 +93,6 @@ uint32_t load_u32(const uint8_t* p) {
 
 __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-
-float hsum256(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
 
 // 16 bytes of nibbles -> 32 codes: byte j (j < 16) the low nibble of p[j], byte j + 16 the high
 // one (ggml's element order of Q4_0..Q5_1).
@@ -170,17 +164,24 @@ __m256i block_dot(const W32& w, const uint8_t* ab) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.u, T::kSigned ? _mm256_sign_epi8(x, w.s) : x);
 }
 
+// The sums of four vectors' 8 lanes, v[j]'s in lane j, each by the same association of its own
+// lanes whatever the other vectors hold (so a token's sum does not depend on its neighbours).
+__m128 hsum4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
 template <class T, int N>
 void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
   const int64_t nb = n / 32;
-  __m256 acc[N][4];
-  float ms[N];  // formats with a min: sum of m_w * s_a
+  __m256 acc[N][2];
+  __m128 ms4[N];  // formats with a min: m_w * s_a
+  float ms[N];
   for (int j = 0; j < N; ++j) {
-    for (int k = 0; k < 4; ++k) acc[j][k] = _mm256_setzero_ps();
+    acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    ms4[j] = _mm_setzero_ps();
     ms[j] = 0.0f;
   }
-  __m128 ms4[N];
-  for (int j = 0; j < N; ++j) ms4[j] = _mm_setzero_ps();
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const uint8_t* wb = w + b * T::kW;
@@ -197,7 +198,7 @@ void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, fl
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
         const __m256 dk = _mm256_permutexvar_ps(_mm256_set1_epi32(k), d);
-        acc[j][k] = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(block_dot<T>(q[k], ab + k * T::kA)), acc[j][k]);
+        acc[j][k & 1] = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(block_dot<T>(q[k], ab + k * T::kA)), acc[j][k & 1]);
       }
     }
   }
@@ -208,12 +209,16 @@ void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, fl
     for (int j = 0; j < N; ++j) {
       const uint8_t* ab = a + j * as + b * T::kA;
       const __m256 d = _mm256_set1_ps(wd * _cvtsh_ss(load_u16(ab)));
-      acc[j][b % 4] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_dot<T>(q, ab)), acc[j][b % 4]);
+      acc[j][b & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_dot<T>(q, ab)), acc[j][b & 1]);
       if constexpr (T::kMin) ms[j] += _cvtsh_ss(load_u16(wb + 2)) * _cvtsh_ss(load_u16(ab + 2));
     }
   }
+  __m256 v[4];
+  for (int j = 0; j < 4; ++j) v[j] = j < N ? _mm256_add_ps(acc[j][0], acc[j][1]) : v[0];
+  float sums[4];
+  _mm_storeu_ps(sums, hsum4(v[0], v[1], v[2], v[3]));
   for (int j = 0; j < N; ++j) {
-    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]), _mm256_add_ps(acc[j][2], acc[j][3])));
+    float sum = sums[j];
     if constexpr (T::kMin) {
       const __m128 s = ms4[j];
       const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
