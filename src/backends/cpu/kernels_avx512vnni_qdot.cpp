@@ -171,11 +171,40 @@ __m128 hsum4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
+// The 16-bit words at p + k * stride (k < K, K = 4 or 2) as the low 16 K bits of a vector.
+template <int K>
+__m128i gather_u16(const uint8_t* p, int64_t stride) {
+  if constexpr (K == 4) return gather4_u16(p, stride);
+  return _mm_cvtsi32_si128(static_cast<int>(uint32_t{load_u16(p)} | uint32_t{load_u16(p + stride)} << 16));
+}
+
+// K blocks (4 or 2) from block b of the weight row against N activation rows.
+template <class T, int N, int K>
+void step_blocks32(const uint8_t* w, const uint8_t* a, int64_t as, int64_t b, __m256 (&acc)[N][2], __m128 (&ms4)[N]) {
+  const uint8_t* wb = w + b * T::kW;
+  W32 q[K];
+  for (int k = 0; k < K; ++k) q[k] = T::unpack(wb + k * T::kW);
+  const __m128 wd = _mm_cvtph_ps(gather_u16<K>(wb, T::kW));
+  __m128 wm = _mm_setzero_ps();
+  if constexpr (T::kMin) wm = _mm_cvtph_ps(gather_u16<K>(wb + 2, T::kW));
+#pragma GCC unroll 4
+  for (int j = 0; j < N; ++j) {
+    const uint8_t* ab = a + j * as + b * T::kA;
+    const __m256 d = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_cvtph_ps(gather_u16<K>(ab, T::kA))));
+    if constexpr (T::kMin) ms4[j] = _mm_add_ps(ms4[j], _mm_mul_ps(wm, _mm_cvtph_ps(gather_u16<K>(ab + 2, T::kA))));
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      const __m256 dk = _mm256_permutexvar_ps(_mm256_set1_epi32(k), d);
+      acc[j][k & 1] = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(block_dot<T>(q[k], ab + k * T::kA)), acc[j][k & 1]);
+    }
+  }
+}
+
 template <class T, int N>
 void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
   const int64_t nb = n / 32;
   __m256 acc[N][2];
-  __m128 ms4[N];  // formats with a min: m_w * s_a
+  __m128 ms4[N];  // formats with a min: m_w * s_a (lanes beyond K of a 2-block step hold 0 * 0)
   float ms[N];
   for (int j = 0; j < N; ++j) {
     acc[j][0] = acc[j][1] = _mm256_setzero_ps();
@@ -183,33 +212,19 @@ void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, fl
     ms[j] = 0.0f;
   }
   int64_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
-    const uint8_t* wb = w + b * T::kW;
-    W32 q[4];
-    for (int k = 0; k < 4; ++k) q[k] = T::unpack(wb + k * T::kW);
-    const __m128 wd = _mm_cvtph_ps(gather4_u16(wb, T::kW));
-    __m128 wm = _mm_setzero_ps();
-    if constexpr (T::kMin) wm = _mm_cvtph_ps(gather4_u16(wb + 2, T::kW));
-#pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) {
-      const uint8_t* ab = a + j * as + b * T::kA;
-      const __m256 d = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_cvtph_ps(gather4_u16(ab, T::kA))));
-      if constexpr (T::kMin) ms4[j] = _mm_add_ps(ms4[j], _mm_mul_ps(wm, _mm_cvtph_ps(gather4_u16(ab + 2, T::kA))));
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m256 dk = _mm256_permutexvar_ps(_mm256_set1_epi32(k), d);
-        acc[j][k & 1] = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(block_dot<T>(q[k], ab + k * T::kA)), acc[j][k & 1]);
-      }
-    }
+  for (; b + 4 <= nb; b += 4) step_blocks32<T, N, 4>(w, a, as, b, acc, ms4);
+  if (b + 2 <= nb) {
+    step_blocks32<T, N, 2>(w, a, as, b, acc, ms4);
+    b += 2;
   }
-  for (; b < nb; ++b) {
+  if (b < nb) {
     const uint8_t* wb = w + b * T::kW;
     const W32 q = T::unpack(wb);
     const float wd = _cvtsh_ss(load_u16(wb));
     for (int j = 0; j < N; ++j) {
       const uint8_t* ab = a + j * as + b * T::kA;
       const __m256 d = _mm256_set1_ps(wd * _cvtsh_ss(load_u16(ab)));
-      acc[j][b & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_dot<T>(q, ab)), acc[j][b & 1]);
+      acc[j][0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_dot<T>(q, ab)), acc[j][0]);
       if constexpr (T::kMin) ms[j] += _cvtsh_ss(load_u16(wb + 2)) * _cvtsh_ss(load_u16(ab + 2));
     }
   }
