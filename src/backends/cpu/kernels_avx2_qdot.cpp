@@ -555,12 +555,197 @@ void tile_iq4_xs(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, floa
   for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
 }
 
-// The row dot of a tile kernel: its N = 1.
-template <void (*F)(int64_t, const uint8_t*, const uint8_t*, int64_t, float*)>
-float dot_of(int64_t n, const uint8_t* w, const uint8_t* a) {
-  float out;
-  F(n, w, a, 0, &out);
-  return out;
+// The row dots of the K-quants and IQ4_XS (decode): the tiles' float steps for one token, with
+// the codes unpacked as they are used (fewer live registers than the tiles' once-per-block
+// unpacking, which matters on 16 ymm registers); their integer lanes are the tiles', so each
+// tile gives every token its dot bit for bit.
+float dot_q4_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_min = _mm_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 144;
+    const uint8_t* act = a + b * 292;
+    const float a_d = load_f32(act);
+    const __m128i sc_mn = k4_scales_mins(blk + 4);
+    acc_min = _mm_fmadd_ps(_mm_set1_ps(fp16(blk + 2) * a_d), _mm_cvtepi32_ps(k4_min_terms(sc_mn, act)), acc_min);
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_mn));
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(blk + 16 + 32 * c);
+      const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, low4), load256(q8 + 64 * c));
+      const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), load256(q8 + 64 * c + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c))));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c + 1))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk) * a_d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc) - hsum128(acc_min);
+}
+
+float dot_q5_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_min = _mm_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 176;
+    const uint8_t* act = a + b * 292;
+    const float a_d = load_f32(act);
+    const __m128i sc_mn = k4_scales_mins(blk + 4);
+    acc_min = _mm_fmadd_ps(_mm_set1_ps(fp16(blk + 2) * a_d), _mm_cvtepi32_ps(k4_min_terms(sc_mn, act)), acc_min);
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_mn));
+    const __m256i qh = load256(blk + 16);
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(blk + 48 + 32 * c);
+      // Bit 2c of qh to bit 4: shifts within 16-bit lanes keep bit 4 of each byte its own.
+      const __m256i h_lo = 2 * c <= 4 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4);
+      const __m256i h_hi = 2 * c + 1 <= 4 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3);
+      const __m256i q_lo = _mm256_or_si256(_mm256_and_si256(q, low4), _mm256_and_si256(h_lo, bit4));
+      const __m256i q_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), _mm256_and_si256(h_hi, bit4));
+      const __m256i lo = _mm256_maddubs_epi16(q_lo, load256(q8 + 64 * c));
+      const __m256i hi = _mm256_maddubs_epi16(q_hi, load256(q8 + 64 * c + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c))));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c + 1))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk) * a_d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc) - hsum128(acc_min);
+}
+
+float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i high2 = _mm256_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 210;
+    const uint8_t* act = a + b * 292;
+    const float d = fp16(blk + 208) * load_f32(act);  // as ggml: fp16 d times the Q8_K d
+    const __m128i sc8 = load128(blk + 192);
+    // 32 * sum_j scale_j * bsum_j, in 8 int32 lanes.
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                    _mm256_slli_epi32(_mm256_madd_epi16(load256(act + 260), _mm256_cvtepi8_epi16(sc8)), 5));
+    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+    const uint8_t* q8 = act + 4;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql[2] = {load256(blk + 64 * h), load256(blk + 64 * h + 32)};
+      const __m256i qh = load256(blk + 128 + 32 * h);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        // Elements 128h + 32k + l: a nibble of ql[k % 2] (low for k < 2) below bits 2k, 2k+1 of
+        // qh, moved to bits 4, 5 (shifts within 16-bit lanes keep them in their byte).
+        const __m256i nibble = _mm256_and_si256(k < 2 ? ql[k % 2] : _mm256_srli_epi16(ql[k % 2], 4), low4);
+        const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
+        const __m256i q = _mm256_or_si256(nibble, _mm256_and_si256(hshift, high2));
+        const __m256i x = load256(q8 + 128 * h + 32 * k);
+        const __m256i scale = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scale));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 84;
+    const uint8_t* act = a + b * 292;
+    const float a_d = load_f32(act);
+    const __m128i sc_mn = load128(blk);
+    const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc_mn, 4), low4);
+    const __m256i min_terms = _mm256_madd_epi16(load256(act + 260), _mm256_cvtepu8_epi16(mins));
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(a_d * fp16(blk + 82)), _mm256_cvtepi32_ps(min_terms), acc_min);
+    const __m256i scales = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(sc_mn, low4), even_odd));
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(blk + 16 + 32 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2);
+        const __m256i p = _mm256_maddubs_epi16(codes, load256(q8 + 128 * h + 32 * j));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + j))));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(a_d * fp16(blk + 80)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc) - hsum(acc_min);
+}
+
+float dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  const __m256i bit2 = _mm256_set1_epi8(4);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 110;
+    const uint8_t* act = a + b * 292;
+    const __m128i sc8 = q3_K_scales(blk + 96);
+    // 4 * sum_s scale_s * bsum_s, subtracted.
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                    _mm256_slli_epi32(_mm256_madd_epi16(load256(act + 260), _mm256_cvtepi8_epi16(sc8)), 2));
+    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+    const __m256i hm = load256(blk);
+    const uint8_t* q8 = act + 4;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(blk + 32 + 32 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        // Bit 4h + j of hmask to bit 2: shifts within 16-bit lanes keep bit 2 of each byte its own.
+        const int bit = 4 * h + j;
+        const __m256i high = bit <= 2 ? _mm256_slli_epi16(hm, 2 - bit) : _mm256_srli_epi16(hm, bit - 2);
+        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), low2), _mm256_and_si256(high, bit2));
+        const __m256i p = _mm256_maddubs_epi16(u, load256(q8 + 128 * h + 32 * j));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(bit))));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk + 108) * load_f32(act)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const __m256i table = iq4_table();
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 136;
+    const uint8_t* act = a + b * 292;
+    // Scale s: nibble s % 2 of scales_l[s / 2], bits 2s, 2s+1 of scales_h on top (vpmullw by
+    // 2^(14 - 2s) brings them to bits 14, 15).
+    const __m128i sl = _mm_cvtsi32_si128(load_i32(blk + 4));
+    const __m128i lo = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(sl, _mm_set1_epi8(0x0f)),
+                                                           _mm_and_si128(_mm_srli_epi16(sl, 4), _mm_set1_epi8(0x0f))));
+    const __m128i hi = _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(load_u16(blk + 2))),
+                                                      _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
+                                      14);
+    const __m128i sc16 = _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+    const __m256i scales = _mm256_broadcastsi128_si256(sc16);
+    const uint8_t* q8 = act + 4;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const Unpacked32 v = signed_weights(_mm256_shuffle_epi8(table, nibbles32(blk + 8 + 16 * s)));
+      const __m256i p = signed_pairs(v, load256(q8 + 32 * s));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(s))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(blk) * load_f32(act)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
 }
 
 // The QuantTileFn of a tile kernel: n_act dispatched to its N.
@@ -617,12 +802,12 @@ QuantDotFn quant_dot(GgmlType type) {
     case GgmlType::kQ5_1: return dot_blocks32<Q5_1>;
     case GgmlType::kQ8_0: return dot_blocks32<Q8_0>;
     case GgmlType::kIQ4_NL: return dot_blocks32<IQ4_NL>;
-    case GgmlType::kQ2_K: return dot_of<Q2_KTile<1>::run>;
-    case GgmlType::kQ3_K: return dot_of<Q3_KTile<1>::run>;
-    case GgmlType::kQ4_K: return dot_of<Q4_KTile<1>::run>;
-    case GgmlType::kQ5_K: return dot_of<Q5_KTile<1>::run>;
-    case GgmlType::kQ6_K: return dot_of<Q6_KTile<1>::run>;
-    case GgmlType::kIQ4_XS: return dot_of<IQ4_XSTile<1>::run>;
+    case GgmlType::kQ2_K: return dot_q2_K_q8_K;
+    case GgmlType::kQ3_K: return dot_q3_K_q8_K;
+    case GgmlType::kQ4_K: return dot_q4_K_q8_K;
+    case GgmlType::kQ5_K: return dot_q5_K_q8_K;
+    case GgmlType::kQ6_K: return dot_q6_K_q8_K;
+    case GgmlType::kIQ4_XS: return dot_iq4_xs_q8_K;
     default: return quant::vec_dot_fn(type);
   }
 }

@@ -1,7 +1,8 @@
 // AVX-512 VNNI set, quantized-activation row dots (KernelSet::quant_dot) and prefill tiles
 // (KernelSet::quant_tile): its own Q6_K dot on 512-bit vpdpbusd (no tile), the 32-element formats
 // on 256-bit vpdpbusd and the other K-quants and IQ4_XS with vpdpwssd (both below); every other
-// type is the AVX2 set's (kernels_avx2_qdot.cpp). Each dot is its tile's one-token case.
+// type is the AVX2 set's (kernels_avx2_qdot.cpp), as are the K-quant / IQ4_XS row dots, which the
+// tiles here equal bit for bit.
 //
 // Q6_K against Q8_K (quant/q6_k.h, quant/q8_k.h), per 256-element block: a 512-bit vector holds
 // 64 codes q in [0, 63] (elements 128h + 64p .. +63): the low (p = 0) or high (p = 1) nibbles of
@@ -265,8 +266,9 @@ void tile_of(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, int n_ac
 // ---- 256-element super-blocks against Q8_K (float d, int8 qs[256] at 4, int16 bsums[16] at 260) ----
 //
 // The AVX2 set's tiles (kernels_avx2_qdot.cpp) with each sub-block's scale applied and added by
-// one vpdpwssd: per block the weight codes and scales are unpacked once for all tokens, every
-// token takes the float steps of the row dot (the tile's one-token case).
+// one vpdpwssd: per block the weight codes and scales are unpacked once for all tokens. Their
+// int32 lanes and float steps are those of the AVX2 row dots, which stay this set's quant_dot
+// for these types (decode: unpacking as they go suits one token better).
 
 int32_t load_i32(const uint8_t* p) {
   int32_t v;
@@ -532,14 +534,6 @@ void tile_iq4_xs(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, floa
   for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
 }
 
-// The row dot of a tile kernel: its N = 1.
-template <void (*F)(int64_t, const uint8_t*, const uint8_t*, int64_t, float*)>
-float dot_of(int64_t n, const uint8_t* w, const uint8_t* a) {
-  float out;
-  F(n, w, a, 0, &out);
-  return out;
-}
-
 // The QuantTileFn of a tile kernel: n_act dispatched to its N.
 template <template <int> class K>
 void tile_k(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, int n_act, float* out) {
@@ -583,11 +577,6 @@ QuantDotFn quant_dot(GgmlType type) {
     case GgmlType::kQ8_0: return dot_blocks32<Q8_0>;
     case GgmlType::kIQ4_NL: return dot_blocks32<IQ4_NL>;
     case GgmlType::kQ6_K: return dot_q6_K_q8_K;
-    case GgmlType::kQ2_K: return dot_of<Q2_KTile<1>::run>;
-    case GgmlType::kQ3_K: return dot_of<Q3_KTile<1>::run>;
-    case GgmlType::kQ4_K: return dot_of<Q4_KTile<1>::run>;
-    case GgmlType::kQ5_K: return dot_of<Q5_KTile<1>::run>;
-    case GgmlType::kIQ4_XS: return dot_of<IQ4_XSTile<1>::run>;
     default: return avx2::quant_dot(type);
   }
 }
