@@ -1,7 +1,9 @@
 // AVX2 set, quantized-activation row dots (KernelSet::quant_dot): the llama.cpp weight types
 // against 8-bit activation blocks (quant::vec_dot_type), the block sums in integers exactly as
 // the scalar twins (quant::vec_dot_fn) compute them, the float accumulation in another order.
-// Types without a dot here get the twin.
+// Types without a dot here get the twin. Each type with a dot here also has a prefill tile
+// (KernelSet::quant_tile): the weight blocks unpacked once for up to 4 tokens, every token then
+// taking the dot's integer lanes and float steps, so tile and dot agree bit for bit.
 //
 // Every dot multiplies bytes with vpmaddubsw (unsigned x signed bytes, two products per int16).
 // Codes stay unsigned (0..63) and a code offset ("- 8", "- 32") is taken from the activations

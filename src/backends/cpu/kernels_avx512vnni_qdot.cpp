@@ -77,10 +77,11 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
 // carrying w's sign (vpsignb). |x| <= 127, so 4 products per int32 lane cannot overflow. Each
 // block's 8 int32 lanes are converted and multiplied lane by lane by the block's d_w * d_a (no
 // horizontal integer reduction), into 2 accumulators per token (even and odd blocks), which are
-// added and reduced at the end (four tokens' reductions together, each by the same association). The weights are unpacked once per block
-// for all tokens of a tile, and the row dot is the tile for one token, so both agree bit for bit.
-// The d products: per 4 blocks the activations' 4 fp16 d's are read with scalar loads, converted
-// together, multiplied by the weights' 4 d's and broadcast per block with vpermps.
+// added and reduced at the end (four tokens' reductions together, each by the same association).
+// The weights are unpacked once per block for all tokens of a tile, and the row dot is the tile
+// for one token, so both agree bit for bit. The d products: per 4 (or 2) blocks the activations'
+// fp16 d's are read with scalar loads, converted together, multiplied by the weights' d's and
+// broadcast per block with vpermps; an odd last block takes a scalar product.
 
 uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
