@@ -132,8 +132,13 @@ struct Q4_0 {
 struct Q5_0 {
   static constexpr int64_t kW = 22, kA = 34;
   static constexpr bool kMin = false, kSigned = true;
+  // q - 16 = the nibble where the fifth bit is set, the nibble with bits 4-7 set (nibble - 16
+  // as int8) where it is clear: one masked move.
   static W32 unpack(const uint8_t* w) {
-    return signed_w(_mm256_sub_epi8(_mm256_or_si256(nibbles32(w + 6), fifth_bits32(w + 2)), _mm256_set1_epi8(16)));
+    const __m256i x = _mm256_srlv_epi32(_mm256_broadcastsi128_si256(load128(w + 6)), _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    const __m256i nib = _mm256_and_si256(x, _mm256_set1_epi8(0x0f));
+    const __m256i neg = _mm256_or_si256(x, _mm256_set1_epi8(static_cast<char>(0xf0)));
+    return signed_w(_mm256_mask_mov_epi8(neg, load_u32(w + 2), nib));
   }
 };
 struct Q8_0 {
