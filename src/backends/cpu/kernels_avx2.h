@@ -20,6 +20,8 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
 float dot_f32(const float* a, const float* b, int64_t n);
 // KernelSet::quant_dot (kernels_avx2_qdot.cpp).
 QuantDotFn quant_dot(GgmlType type);
+// KernelSet::quant_tile (kernels_avx2_qdot.cpp): every type quant_dot has SIMD for.
+QuantTileFn quant_tile(GgmlType type);
 
 void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* dst);
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
@@ -39,5 +41,7 @@ namespace bitnet::cpu::avx512vnni {
 // KernelSet::quant_dot of the AVX-512 VNNI set (kernels_avx512vnni_qdot.cpp): its own Q6_K,
 // the AVX2 set's dots otherwise.
 QuantDotFn quant_dot(GgmlType type);
+// KernelSet::quant_tile of the AVX-512 VNNI set: the tiles of its quant_dot.
+QuantTileFn quant_tile(GgmlType type);
 
 }  // namespace bitnet::cpu::avx512vnni

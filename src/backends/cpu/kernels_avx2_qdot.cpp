@@ -1,7 +1,9 @@
 // AVX2 set, quantized-activation row dots (KernelSet::quant_dot): the llama.cpp weight types
 // against 8-bit activation blocks (quant::vec_dot_type), the block sums in integers exactly as
 // the scalar twins (quant::vec_dot_fn) compute them, the float accumulation in another order.
-// Types without a dot here get the twin.
+// Types without a dot here get the twin. Each type with a dot here also has a prefill tile
+// (KernelSet::quant_tile): the weight blocks unpacked once for up to 4 tokens, every token then
+// taking the dot's integer lanes and float steps, so tile and dot agree bit for bit.
 //
 // Every dot multiplies bytes with vpmaddubsw (unsigned x signed bytes, two products per int16).
 // Codes stay unsigned (0..63) and a code offset ("- 8", "- 32") is taken from the activations
@@ -87,11 +89,17 @@ __m128i gather4_u32(const uint8_t* p, int64_t stride) {
   return _mm_unpacklo_epi64(w01, w23);
 }
 
-// acc + (d_w * d_a) * isum for four blocks of fp16 d first (strides ws, as), block i's isum in
-// lanes i and i + 4. The d's are read as 32-bit words (the other half of each converts to an
-// unused float) and brought together with the one vpermps.
-__m256 scaled_d(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m256 isum, __m256 acc) {
-  const __m256 p = _mm256_mul_ps(_mm256_cvtph_ps(gather4_u32(w, ws)), _mm256_cvtph_ps(gather4_u32(a, as)));
+// The d products of four blocks of fp16 d first: the weights' four d's (wd: cvtph of
+// gather4_u32 of the weight blocks, read once per weight row step) times the activations' d's,
+// spread so that block i's lies in lanes i and i + 4 (the d's are read as 32-bit words, the
+// other half of each converts to an unused float, and one vpermps brings them together).
+__m256 act_d_products(__m256 wd, const uint8_t* a, int64_t as) {
+  return _mm256_mul_ps(wd, _mm256_cvtph_ps(gather4_u32(a, as)));
+}
+
+// acc + (d_w * d_a) * isum for four blocks, block i's isum in lanes i and i + 4.
+__m256 scaled_d(__m256 wd, const uint8_t* a, int64_t as, __m256 isum, __m256 acc) {
+  const __m256 p = act_d_products(wd, a, as);
   const __m256 d = _mm256_permutevar8x32_ps(p, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
   return _mm256_fmadd_ps(d, isum, acc);
 }
@@ -99,27 +107,38 @@ __m256 scaled_d(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m2
 // As scaled_d for blocks of fp16 (d, m) against Q8_1's (d, s): one product gives
 // [d_w d_a, m_w s_a] per block; the d products are spread as isum wants them, and the whole
 // product goes to acc_ms, whose odd lanes (the m s terms) are all the caller keeps of it.
-__m256 scaled_dm(const uint8_t* w, int64_t ws, const uint8_t* a, int64_t as, __m256 isum, __m256 acc, __m256* acc_ms) {
-  const __m256 p = _mm256_mul_ps(_mm256_cvtph_ps(gather4_u32(w, ws)), _mm256_cvtph_ps(gather4_u32(a, as)));
+__m256 scaled_dm(__m256 wd, const uint8_t* a, int64_t as, __m256 isum, __m256 acc, __m256* acc_ms) {
+  const __m256 p = act_d_products(wd, a, as);
   *acc_ms = _mm256_add_ps(*acc_ms, p);  // [D0 MS0 D1 MS1 | D2 MS2 D3 MS3]
   const __m256 d = _mm256_permutevar8x32_ps(p, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
   return _mm256_fmadd_ps(d, isum, acc);
 }
 
-// Per-type pieces of a 32-element block dot. pairs(): the block's 32 products as 16 int16
-// pair sums; kHaddInt16: four of those added stay within int16, so four blocks reduce with
-// vphaddw; scaled(): acc plus four blocks' sums (block i in lanes i and i + 4) times their
-// d_w * d_a, the formats with a min adding m_w * s_a to acc_ms; tail(): one block in scalars.
+// A 32-element weight block unpacked once for any number of activation rows: u the 32
+// unsigned bytes that meet the activations in vpmaddubsw, s (signed formats) the signs they
+// carry over to the activations (vpsignb).
+struct Unpacked32 {
+  __m256i u, s;
+};
+
+// The signed products of 32 int8 weights v with 32 activations: |v| meets x carrying v's sign
+// (vpsignb), pairs up to 2 * 127 * 127.
+Unpacked32 signed_weights(__m256i v) { return {_mm256_sign_epi8(v, v), v}; }
+__m256i signed_pairs(const Unpacked32& v, __m256i x) { return _mm256_maddubs_epi16(v.u, _mm256_sign_epi8(x, v.s)); }
+
+// Per-type pieces of a 32-element block dot. unpack(): the weight block's bytes; pairs(): the
+// block's 32 products with one activation block as 16 int16 pair sums; kHaddInt16: four of
+// those added stay within int16, so four blocks reduce with vphaddw; kMin: the format has a
+// min (m_w * s_a goes to acc_ms, scaled_dm); tail(): one block in scalars.
 struct Q4_0 {
   static constexpr int64_t kW = 18, kA = 34;
   static constexpr bool kHaddInt16 = true;  // |(q - 8) * x| pairs <= 2032
-  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+  static constexpr bool kMin = false;
+  static Unpacked32 unpack(const uint8_t* w) { return {nibbles32(w + 2), _mm256_setzero_si256()}; }
+  static __m256i pairs(const Unpacked32& q, const uint8_t* a) {
     const __m256i x = load256(a + 2);
     // (q - 8) * x = q * x - 8 * x, both halves as vpmaddubsw pairs (q <= 15: no saturation).
-    return _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(w + 2), x), _mm256_maddubs_epi16(_mm256_set1_epi8(8), x));
-  }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
-    return scaled_d(w, kW, a, kA, isum, acc);
+    return _mm256_sub_epi16(_mm256_maddubs_epi16(q.u, x), _mm256_maddubs_epi16(_mm256_set1_epi8(8), x));
   }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
     return static_cast<float>(sumi) * fp16(w) * fp16(a);
@@ -129,14 +148,10 @@ struct Q4_0 {
 struct Q8_0 {
   static constexpr int64_t kW = 34, kA = 34;
   static constexpr bool kHaddInt16 = false;  // pairs up to 2 * 127 * 127
+  static constexpr bool kMin = false;
   // Signed x signed: |w| meets x carrying w's sign (vpsignb), the usual vpmaddubsw trick.
-  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
-    const __m256i q = load256(w + 2);
-    return _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load256(a + 2), q));
-  }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
-    return scaled_d(w, kW, a, kA, isum, acc);
-  }
+  static Unpacked32 unpack(const uint8_t* w) { return signed_weights(load256(w + 2)); }
+  static __m256i pairs(const Unpacked32& q, const uint8_t* a) { return signed_pairs(q, load256(a + 2)); }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
     return static_cast<float>(sumi) * (fp16(w) * fp16(a));
   }
@@ -145,13 +160,11 @@ struct Q8_0 {
 struct Q5_0 {
   static constexpr int64_t kW = 22, kA = 34;
   static constexpr bool kHaddInt16 = true;  // |(q - 16) * x| pairs <= 4064
-  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
+  static constexpr bool kMin = false;
+  static Unpacked32 unpack(const uint8_t* w) { return {_mm256_or_si256(nibbles32(w + 6), fifth_bits32(w + 2)), _mm256_setzero_si256()}; }
+  static __m256i pairs(const Unpacked32& q, const uint8_t* a) {
     const __m256i x = load256(a + 2);
-    const __m256i q = _mm256_or_si256(nibbles32(w + 6), fifth_bits32(w + 2));
-    return _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), _mm256_maddubs_epi16(_mm256_set1_epi8(16), x));
-  }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
-    return scaled_d(w, kW, a, kA, isum, acc);
+    return _mm256_sub_epi16(_mm256_maddubs_epi16(q.u, x), _mm256_maddubs_epi16(_mm256_set1_epi8(16), x));
   }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
     return static_cast<float>(sumi) * (fp16(w) * fp16(a));
@@ -161,12 +174,9 @@ struct Q5_0 {
 struct Q4_1 {
   static constexpr int64_t kW = 20, kA = 36;
   static constexpr bool kHaddInt16 = true;  // q * x pairs <= 3810
-  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
-    return _mm256_maddubs_epi16(nibbles32(w + 4), load256(a + 4));
-  }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256* acc_ms) {
-    return scaled_dm(w, kW, a, kA, isum, acc, acc_ms);
-  }
+  static constexpr bool kMin = true;
+  static Unpacked32 unpack(const uint8_t* w) { return {nibbles32(w + 4), _mm256_setzero_si256()}; }
+  static __m256i pairs(const Unpacked32& q, const uint8_t* a) { return _mm256_maddubs_epi16(q.u, load256(a + 4)); }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
     return fp16(w) * fp16(a) * static_cast<float>(sumi) + fp16(w + 2) * fp16(a + 2);
   }
@@ -175,18 +185,13 @@ struct Q4_1 {
 struct Q5_1 {
   static constexpr int64_t kW = 24, kA = 36;
   static constexpr bool kHaddInt16 = true;  // q * x pairs <= 7874
-  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
-    const __m256i q = _mm256_or_si256(nibbles32(w + 8), fifth_bits32(w + 4));
-    return _mm256_maddubs_epi16(q, load256(a + 4));
-  }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256* acc_ms) {
-    return scaled_dm(w, kW, a, kA, isum, acc, acc_ms);
-  }
+  static constexpr bool kMin = true;
+  static Unpacked32 unpack(const uint8_t* w) { return {_mm256_or_si256(nibbles32(w + 8), fifth_bits32(w + 4)), _mm256_setzero_si256()}; }
+  static __m256i pairs(const Unpacked32& q, const uint8_t* a) { return _mm256_maddubs_epi16(q.u, load256(a + 4)); }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
     return fp16(w) * fp16(a) * static_cast<float>(sumi) + fp16(w + 2) * fp16(a + 2);
   }
 };
-
 
 // ggml's kvalues_iq4nl (quant/iq4.h), a vpshufb table in both 128-bit lanes.
 __m256i iq4_table() {
@@ -194,61 +199,83 @@ __m256i iq4_table() {
       _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
 }
 
-// The signed products of 32 table values v (int8) with 32 activations as 16 int16 pairs:
-// |v| meets x carrying v's sign (vpsignb), pairs up to 2 * 127 * 127.
-__m256i signed_pairs(__m256i v, __m256i x) { return _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)); }
-
 struct IQ4_NL {
   static constexpr int64_t kW = 18, kA = 34;
   static constexpr bool kHaddInt16 = false;  // pairs up to 2 * 127 * 127
+  static constexpr bool kMin = false;
   // The codes index the table (one vpshufb), then signed x signed as Q8_0.
-  static __m256i pairs(const uint8_t* w, const uint8_t* a) {
-    return signed_pairs(_mm256_shuffle_epi8(iq4_table(), nibbles32(w + 2)), load256(a + 2));
-  }
-  static __m256 scaled(const uint8_t* w, const uint8_t* a, __m256 isum, __m256 acc, __m256*) {
-    return scaled_d(w, kW, a, kA, isum, acc);
-  }
+  static Unpacked32 unpack(const uint8_t* w) { return signed_weights(_mm256_shuffle_epi8(iq4_table(), nibbles32(w + 2))); }
+  static __m256i pairs(const Unpacked32& q, const uint8_t* a) { return signed_pairs(q, load256(a + 2)); }
   static float tail(const uint8_t* w, const uint8_t* a, int32_t sumi) {
     return fp16(a) * fp16(w) * static_cast<float>(sumi);
   }
 };
 
-// Four blocks per step: each block's int16 pairs, reduced with horizontal adds so that block
-// i's exact integer sum lies in int32 lanes i and i + 4, then one convert and one FMA against
-// the four blocks' scales. Leftover blocks (n / 32 not a multiple of 4) go one at a time.
-template <class T>
-float dot_blocks32(int64_t n, const uint8_t* w, const uint8_t* a) {
+// N activation rows (as apart) against one weight row, four blocks per step: the weight
+// blocks unpacked once, then per row each block's int16 pairs, reduced with horizontal adds so
+// that block i's exact integer sum lies in int32 lanes i and i + 4, one convert and one FMA
+// against the four blocks' scales. Leftover blocks (n / 32 not a multiple of 4) go one at a
+// time. Every row takes exactly the float steps of N = 1 (the row dot).
+template <class T, int N>
+void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
   const int64_t nb = n / 32;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc = _mm256_setzero_ps();
-  __m256 acc_ms = _mm256_setzero_ps();  // formats with a min: the m_w s_a terms in odd lanes
+  __m256 acc[N];
+  __m256 acc_ms[N];  // formats with a min: the m_w s_a terms in odd lanes
+  for (int j = 0; j < N; ++j) acc[j] = acc_ms[j] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const uint8_t* wb = w + b * T::kW;
-    const uint8_t* ab = a + b * T::kA;
-    const __m256i p0 = T::pairs(wb, ab);
-    const __m256i p1 = T::pairs(wb + T::kW, ab + T::kA);
-    const __m256i p2 = T::pairs(wb + 2 * T::kW, ab + 2 * T::kA);
-    const __m256i p3 = T::pairs(wb + 3 * T::kW, ab + 3 * T::kA);
-    __m256i isum;
-    if constexpr (T::kHaddInt16) {
-      isum = _mm256_madd_epi16(_mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3)), ones);
-    } else {
-      isum = _mm256_hadd_epi32(_mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
-                               _mm256_hadd_epi32(_mm256_madd_epi16(p2, ones), _mm256_madd_epi16(p3, ones)));
+    const Unpacked32 q0 = T::unpack(wb);
+    const Unpacked32 q1 = T::unpack(wb + T::kW);
+    const Unpacked32 q2 = T::unpack(wb + 2 * T::kW);
+    const Unpacked32 q3 = T::unpack(wb + 3 * T::kW);
+    const __m256 wd = _mm256_cvtph_ps(gather4_u32(wb, T::kW));
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* ab = a + j * as + b * T::kA;
+      const __m256i p0 = T::pairs(q0, ab);
+      const __m256i p1 = T::pairs(q1, ab + T::kA);
+      const __m256i p2 = T::pairs(q2, ab + 2 * T::kA);
+      const __m256i p3 = T::pairs(q3, ab + 3 * T::kA);
+      __m256i isum;
+      if constexpr (T::kHaddInt16) {
+        isum = _mm256_madd_epi16(_mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3)), ones);
+      } else {
+        isum = _mm256_hadd_epi32(_mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
+                                 _mm256_hadd_epi32(_mm256_madd_epi16(p2, ones), _mm256_madd_epi16(p3, ones)));
+      }
+      if constexpr (T::kMin) {
+        acc[j] = scaled_dm(wd, ab, T::kA, _mm256_cvtepi32_ps(isum), acc[j], &acc_ms[j]);
+      } else {
+        acc[j] = scaled_d(wd, ab, T::kA, _mm256_cvtepi32_ps(isum), acc[j]);
+      }
     }
-    acc = T::scaled(wb, ab, _mm256_cvtepi32_ps(isum), acc, &acc_ms);
   }
-  float sum = hsum(_mm256_add_ps(acc, _mm256_blend_ps(_mm256_setzero_ps(), acc_ms, 0xaa)));
-  for (; b < nb; ++b) {
-    const uint8_t* wb = w + b * T::kW;
-    const uint8_t* ab = a + b * T::kA;
-    sum += T::tail(wb, ab, hsum_i32(_mm256_madd_epi16(T::pairs(wb, ab), ones)));
+  for (int j = 0; j < N; ++j) {
+    float sum = hsum(_mm256_add_ps(acc[j], _mm256_blend_ps(_mm256_setzero_ps(), acc_ms[j], 0xaa)));
+    for (int64_t t = b; t < nb; ++t) {
+      const uint8_t* wb = w + t * T::kW;
+      const uint8_t* ab = a + j * as + t * T::kA;
+      sum += T::tail(wb, ab, hsum_i32(_mm256_madd_epi16(T::pairs(T::unpack(wb), ab), ones)));
+    }
+    out[j] = sum;
   }
-  return sum;
+}
+
+template <class T>
+float dot_blocks32(int64_t n, const uint8_t* w, const uint8_t* a) {
+  float out;
+  tile_blocks32<T, 1>(n, w, a, 0, &out);
+  return out;
 }
 
 // ---- 256-element super-blocks against Q8_K (float d, int8 qs[256] at 4, int16 bsums[16] at 260) ----
+//
+// Each K-quant kernel is a tile: N activation rows (as apart) against one weight row. Per
+// block the weight codes (8 vectors of 32 bytes, 32 elements each) and their sub-block scales
+// are unpacked once, then every row multiplies them with its activations; the integer sums
+// are exact, and every row takes the float steps of N = 1 (the row dot).
 
 // Q4_K / Q5_K's 12 scale bytes -> bytes 0-7 the eight 6-bit scales, bytes 8-15 the mins
 // (layout in quant/k_quant_util.h: get_scale_min_k4), four words at a time.
@@ -275,10 +302,265 @@ __m128i k4_min_terms(__m128i sc_mn, const uint8_t* act) {
   return _mm_madd_epi16(pair_sums, _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sc_mn, sc_mn)));
 }
 
+// sum_i vpmaddwd(vpmaddubsw(u[i], x[32 i ..]), scale[i]) over the 8 groups of a block: codes
+// 0..63 (two products of at most 63 * 127 per int16: no saturation).
+__m256i k_block_isum(const __m256i (&u)[8], const __m256i (&scale)[8], const uint8_t* q8, __m256i isum) {
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], load256(q8 + 32 * i)), scale[i]));
+  }
+  return isum;
+}
+
 // One Q4_K row (quant/q4_k_q5_k.h: fp16 d, dmin, 12 scale bytes, qs[128]) against Q8_K. Per
 // 64 elements c, one 32-byte load of qs gives sub-block 2c (low nibbles) and 2c+1 (high);
 // codes 0..15 x activations in vpmaddubsw, vpmaddwd applies the 6-bit sub-block scale; the
-// mins come from the activations' 16-element sums.
+// mins come from the activations' 16-element sums. Q5_K (fp16 d, dmin, 12 scale bytes, qh[32],
+// qs[128]): each code's fifth bit (bit 2c / 2c+1 of qh[l]) shifted to bit 4 of its byte.
+template <bool kQ5, int N>
+void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
+  constexpr int64_t kBlock = kQ5 ? 176 : 144;
+  constexpr int64_t kQs = kQ5 ? 48 : 16;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  __m256 acc[N];
+  __m128 acc_min[N];
+  for (int j = 0; j < N; ++j) {
+    acc[j] = _mm256_setzero_ps();
+    acc_min[j] = _mm_setzero_ps();
+  }
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * kBlock;
+    const __m128i sc_mn = k4_scales_mins(blk + 4);
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc_mn));
+    __m256i u[8], scale[8];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(blk + kQs + 32 * c);
+      u[2 * c] = _mm256_and_si256(q, low4);
+      u[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (kQ5) {
+        // Bit 2c of qh to bit 4: shifts within 16-bit lanes keep bit 4 of each byte its own.
+        const __m256i qh = load256(blk + 16);
+        const __m256i h_lo = 2 * c <= 4 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4);
+        const __m256i h_hi = 2 * c + 1 <= 4 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3);
+        u[2 * c] = _mm256_or_si256(u[2 * c], _mm256_and_si256(h_lo, bit4));
+        u[2 * c + 1] = _mm256_or_si256(u[2 * c + 1], _mm256_and_si256(h_hi, bit4));
+      }
+      scale[2 * c] = _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c));
+      scale[2 * c + 1] = _mm256_shuffle_epi8(scales, broadcast16_mask(2 * c + 1));
+    }
+    const float d = fp16(blk);
+    const float dmin = fp16(blk + 2);
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* act = a + j * as + b * 292;
+      const float a_d = load_f32(act);
+      acc_min[j] = _mm_fmadd_ps(_mm_set1_ps(dmin * a_d), _mm_cvtepi32_ps(k4_min_terms(sc_mn, act)), acc_min[j]);
+      const __m256i isum = k_block_isum(u, scale, act + 4, _mm256_setzero_si256());
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * a_d), _mm256_cvtepi32_ps(isum), acc[j]);
+    }
+  }
+  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]) - hsum128(acc_min[j]);
+}
+
+// One Q6_K row (quant/q6_k.h: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16], fp16
+// d) against Q8_K, in integers as ggml_vec_dot_q6_K_q8_K: per 32 elements the codes q in
+// [0, 63] meet the int8 activations in vpmaddubsw, vpmaddwd applies the sub-block scales, and
+// the "- 32" of every code is taken once per block from the activations' 16-element sums. The
+// scales are widened once per block with the even sub-blocks in the low 128-bit lane and the
+// odd ones in the high lane, so one in-lane vpshufb gives the pair (2p, 2p+1) that 32 elements
+// span.
+template <int N>
+void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i high2 = _mm256_set1_epi8(0x30);
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 210;
+    const __m128i sc8 = load128(blk + 192);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+    __m256i u[8], scale[8];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql[2] = {load256(blk + 64 * h), load256(blk + 64 * h + 32)};
+      const __m256i qh = load256(blk + 128 + 32 * h);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        // Elements 128h + 32k + l: a nibble of ql[k % 2] (low for k < 2) below bits 2k, 2k+1 of
+        // qh, moved to bits 4, 5 (shifts within 16-bit lanes keep them in their byte).
+        const __m256i nibble = _mm256_and_si256(k < 2 ? ql[k % 2] : _mm256_srli_epi16(ql[k % 2], 4), low4);
+        const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
+        u[4 * h + k] = _mm256_or_si256(nibble, _mm256_and_si256(hshift, high2));
+        scale[4 * h + k] = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
+      }
+    }
+    const float wd = fp16(blk + 208);
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* act = a + j * as + b * 292;
+      const float d = wd * load_f32(act);  // as ggml: fp16 d times the Q8_K d
+      // 32 * sum_j scale_j * bsum_j, subtracted.
+      const __m256i isum0 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(load256(act + 260), sc16), 5));
+      const __m256i isum = k_block_isum(u, scale, act + 4, isum0);
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc[j]);
+    }
+  }
+  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
+}
+
+// One Q2_K row (scales[16]: low nibble scale, high nibble min of 16-element sub-block s;
+// qs[64]: 2-bit codes, element 128h + 32j + r at bits 2j of qs[32h + r]; fp16 d, dmin at 80,
+// 82) against Q8_K. One 32-byte load of qs per half h gives four 32-element groups j by shifts;
+// a group spans sub-blocks 2p, 2p+1 (p = 4h + j), so the scales are widened once per block
+// with the even sub-blocks in the low 128-bit lane and the odd ones in the high lane, and one
+// in-lane vpshufb gives a group's pair. The mins meet the activations' 16-element sums.
+template <int N>
+void tile_q2_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  __m256 acc[N], acc_min[N];
+  for (int j = 0; j < N; ++j) acc[j] = acc_min[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 84;
+    const __m128i sc_mn = load128(blk);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_mn, 4), low4));
+    const __m256i scales = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_and_si128(sc_mn, low4), even_odd));
+    __m256i u[8], scale[8];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(blk + 16 + 32 * h);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        u[4 * h + k] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), low2);
+        scale[4 * h + k] = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
+      }
+    }
+    const float d = fp16(blk + 80);
+    const float dmin = fp16(blk + 82);
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* act = a + j * as + b * 292;
+      const float a_d = load_f32(act);
+      const __m256i min_terms = _mm256_madd_epi16(load256(act + 260), mins);
+      acc_min[j] = _mm256_fmadd_ps(_mm256_set1_ps(a_d * dmin), _mm256_cvtepi32_ps(min_terms), acc_min[j]);
+      const __m256i isum = k_block_isum(u, scale, act + 4, _mm256_setzero_si256());
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(a_d * d), _mm256_cvtepi32_ps(isum), acc[j]);
+    }
+  }
+  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]) - hsum(acc_min[j]);
+}
+
+// Q3_K's 12 scale bytes -> the 16 6-bit scales (layout in quant/q2_k_q3_k.h), minus 32, as
+// int8: four words of low nibbles with their top 2 bits put on.
+__m128i q3_K_scales(const uint8_t* p) {
+  constexpr uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, p, 12);
+  const uint32_t s0 = (u[0] & k4) | (u[2] & k2) << 4;
+  const uint32_t s1 = (u[1] & k4) | ((u[2] >> 2) & k2) << 4;
+  const uint32_t s2 = ((u[0] >> 4) & k4) | ((u[2] >> 4) & k2) << 4;
+  const uint32_t s3 = ((u[1] >> 4) & k4) | ((u[2] >> 6) & k2) << 4;
+  const __m128i v = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1), static_cast<int>(s2), static_cast<int>(s3));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+// One Q3_K row (hmask[32], qs[64] as Q2_K's, 12 scale bytes, fp16 d at 108) against Q8_K.
+// code = low2 - 4 + 4 * high bit: the unsigned u = low2 + 4 * high (0..7) goes through
+// vpmaddubsw as Q2_K's codes, and the "- 4" of every code is taken once per block from the
+// activations' 16-element sums (as Q6_K's "- 32"). The high bit of element 128h + 32j + r is
+// bit 4h + j of hmask[r].
+template <int N>
+void tile_q3_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i low2 = _mm256_set1_epi8(3);
+  const __m256i bit2 = _mm256_set1_epi8(4);
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 110;
+    const __m128i sc8 = q3_K_scales(blk + 96);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+    const __m256i hm = load256(blk);
+    __m256i u[8], scale[8];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(blk + 32 + 32 * h);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        // Bit 4h + k of hmask to bit 2: shifts within 16-bit lanes keep bit 2 of each byte its own.
+        const int bit = 4 * h + k;
+        const __m256i high = bit <= 2 ? _mm256_slli_epi16(hm, 2 - bit) : _mm256_srli_epi16(hm, bit - 2);
+        u[bit] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), low2), _mm256_and_si256(high, bit2));
+        scale[bit] = _mm256_shuffle_epi8(scales, broadcast16_mask(bit));
+      }
+    }
+    const float wd = fp16(blk + 108);
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* act = a + j * as + b * 292;
+      // 4 * sum_s scale_s * bsum_s, subtracted.
+      const __m256i isum0 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(load256(act + 260), sc16), 2));
+      const __m256i isum = k_block_isum(u, scale, act + 4, isum0);
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(wd * load_f32(act)), _mm256_cvtepi32_ps(isum), acc[j]);
+    }
+  }
+  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
+}
+
+// One IQ4_XS row (fp16 d, scales_h, scales_l[4], qs[128]: eight 32-element sub-blocks laid out
+// as IQ4_NL blocks) against Q8_K: table lookup and signed products as IQ4_NL, each sub-block's
+// 6-bit scale - 32 applied in integers by vpmaddwd (the twin applies it in float: the integer
+// sums agree, the float steps differ only in rounding).
+template <int N>
+void tile_iq4_xs(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
+  const __m256i table = iq4_table();
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 136;
+    // Scale s: nibble s % 2 of scales_l[s / 2], bits 2s, 2s+1 of scales_h on top (vpmullw by
+    // 2^(14 - 2s) brings them to bits 14, 15).
+    const __m128i sl = _mm_cvtsi32_si128(load_i32(blk + 4));
+    const __m128i lo = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(sl, _mm_set1_epi8(0x0f)),
+                                                           _mm_and_si128(_mm_srli_epi16(sl, 4), _mm_set1_epi8(0x0f))));
+    const __m128i hi = _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(load_u16(blk + 2))),
+                                                      _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
+                                      14);
+    const __m128i sc16 = _mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+    const __m256i scales = _mm256_broadcastsi128_si256(sc16);
+    Unpacked32 v[8];
+    __m256i scale[8];
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      v[s] = signed_weights(_mm256_shuffle_epi8(table, nibbles32(blk + 8 + 16 * s)));
+      scale[s] = _mm256_shuffle_epi8(scales, broadcast16_mask(s));
+    }
+    const float wd = fp16(blk);
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* act = a + j * as + b * 292;
+      const uint8_t* q8 = act + 4;
+      __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(signed_pairs(v[s], load256(q8 + 32 * s)), scale[s]));
+      }
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(wd * load_f32(act)), _mm256_cvtepi32_ps(isum), acc[j]);
+    }
+  }
+  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
+}
+
+// The row dots of the K-quants and IQ4_XS (decode): the tiles' float steps for one token, with
+// the codes unpacked as they are used (fewer live registers than the tiles' once-per-block
+// unpacking, which matters on 16 ymm registers); their integer lanes are the tiles', so each
+// tile gives every token its dot bit for bit.
 float dot_q4_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256 acc = _mm256_setzero_ps();
@@ -305,8 +587,6 @@ float dot_q4_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc) - hsum128(acc_min);
 }
 
-// One Q5_K row (fp16 d, dmin, 12 scale bytes, qh[32], qs[128]) against Q8_K: as Q4_K, each
-// code's fifth bit (bit 2c / 2c+1 of qh[l]) shifted to bit 4 of its byte; codes 0..31.
 float dot_q5_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i bit4 = _mm256_set1_epi8(0x10);
@@ -340,13 +620,6 @@ float dot_q5_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc) - hsum128(acc_min);
 }
 
-// One Q6_K row (quant/q6_k.h: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16], fp16
-// d) against Q8_K, in integers as ggml_vec_dot_q6_K_q8_K: per 32 elements the codes q in
-// [0, 63] meet the int8 activations in vpmaddubsw (two products of at most 63 * 127 per int16:
-// no saturation), vpmaddwd applies the sub-block scales, and the "- 32" of every code is taken
-// once per block from the activations' 16-element sums. The scales are widened once per block
-// with the even sub-blocks in the low 128-bit lane and the odd ones in the high lane, so one
-// in-lane vpshufb gives the pair (2p, 2p+1) that 32 elements span.
 float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -383,12 +656,6 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc);
 }
 
-// One Q2_K row (scales[16]: low nibble scale, high nibble min of 16-element sub-block s;
-// qs[64]: 2-bit codes, element 128h + 32j + r at bits 2j of qs[32h + r]; fp16 d, dmin at 80,
-// 82) against Q8_K. One 32-byte load of qs per half h gives four 32-element groups j by shifts;
-// a group spans sub-blocks 2p, 2p+1 (p = 4h + j), so the scales are widened once per block
-// with the even sub-blocks in the low 128-bit lane and the odd ones in the high lane, and one
-// in-lane vpshufb gives a group's pair. The mins meet the activations' 16-element sums.
 float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m128i low4 = _mm_set1_epi8(0x0f);
@@ -421,25 +688,6 @@ float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc) - hsum(acc_min);
 }
 
-// Q3_K's 12 scale bytes -> the 16 6-bit scales (layout in quant/q2_k_q3_k.h), minus 32, as
-// int8: four words of low nibbles with their top 2 bits put on.
-__m128i q3_K_scales(const uint8_t* p) {
-  constexpr uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
-  uint32_t u[3];
-  std::memcpy(u, p, 12);
-  const uint32_t s0 = (u[0] & k4) | (u[2] & k2) << 4;
-  const uint32_t s1 = (u[1] & k4) | ((u[2] >> 2) & k2) << 4;
-  const uint32_t s2 = ((u[0] >> 4) & k4) | ((u[2] >> 4) & k2) << 4;
-  const uint32_t s3 = ((u[1] >> 4) & k4) | ((u[2] >> 6) & k2) << 4;
-  const __m128i v = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1), static_cast<int>(s2), static_cast<int>(s3));
-  return _mm_sub_epi8(v, _mm_set1_epi8(32));
-}
-
-// One Q3_K row (hmask[32], qs[64] as Q2_K's, 12 scale bytes, fp16 d at 108) against Q8_K.
-// code = low2 - 4 + 4 * high bit: the unsigned u = low2 + 4 * high (0..7) goes through
-// vpmaddubsw as Q2_K's codes, and the "- 4" of every code is taken once per block from the
-// activations' 16-element sums (as Q6_K's "- 32"). The high bit of element 128h + 32j + r is
-// bit 4h + j of hmask[r].
 float dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m256i low2 = _mm256_set1_epi8(3);
@@ -473,10 +721,6 @@ float dot_q3_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc);
 }
 
-// One IQ4_XS row (fp16 d, scales_h, scales_l[4], qs[128]: eight 32-element sub-blocks laid out
-// as IQ4_NL blocks) against Q8_K: table lookup and signed products as IQ4_NL, each sub-block's
-// 6-bit scale - 32 applied in integers by vpmaddwd (the twin applies it in float: the integer
-// sums agree, the float steps differ only in rounding).
 float dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m256i table = iq4_table();
   __m256 acc = _mm256_setzero_ps();
@@ -497,7 +741,7 @@ float dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
     __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
-      const __m256i v = _mm256_shuffle_epi8(table, nibbles32(blk + 8 + 16 * s));
+      const Unpacked32 v = signed_weights(_mm256_shuffle_epi8(table, nibbles32(blk + 8 + 16 * s)));
       const __m256i p = signed_pairs(v, load256(q8 + 32 * s));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(scales, broadcast16_mask(s))));
     }
@@ -505,6 +749,49 @@ float dot_iq4_xs_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   }
   return hsum(acc);
 }
+
+// The QuantTileFn of a tile kernel: n_act dispatched to its N.
+template <template <int> class K>
+void tile_of(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, int n_act, float* out) {
+  switch (n_act) {
+    case 1: K<1>::run(n, w, a, as, out); break;
+    case 2: K<2>::run(n, w, a, as, out); break;
+    case 3: K<3>::run(n, w, a, as, out); break;
+    default: K<4>::run(n, w, a, as, out); break;
+  }
+}
+
+template <class T>
+struct Blocks32 {
+  template <int N>
+  struct K {
+    static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_blocks32<T, N>(n, w, a, as, out); }
+  };
+};
+template <int N>
+struct Q4_KTile {
+  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q45_K<false, N>(n, w, a, as, out); }
+};
+template <int N>
+struct Q5_KTile {
+  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q45_K<true, N>(n, w, a, as, out); }
+};
+template <int N>
+struct Q6_KTile {
+  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q6_K<N>(n, w, a, as, out); }
+};
+template <int N>
+struct Q2_KTile {
+  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q2_K<N>(n, w, a, as, out); }
+};
+template <int N>
+struct Q3_KTile {
+  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q3_K<N>(n, w, a, as, out); }
+};
+template <int N>
+struct IQ4_XSTile {
+  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_iq4_xs<N>(n, w, a, as, out); }
+};
 
 }  // namespace
 
@@ -524,6 +811,25 @@ QuantDotFn quant_dot(GgmlType type) {
     case GgmlType::kQ6_K: return dot_q6_K_q8_K;
     case GgmlType::kIQ4_XS: return dot_iq4_xs_q8_K;
     default: return quant::vec_dot_fn(type);
+  }
+}
+
+QuantTileFn quant_tile(GgmlType type) {
+  if (quant::vec_dot_fn(type) == nullptr) return nullptr;
+  switch (type) {
+    case GgmlType::kQ4_0: return tile_of<Blocks32<Q4_0>::K>;
+    case GgmlType::kQ4_1: return tile_of<Blocks32<Q4_1>::K>;
+    case GgmlType::kQ5_0: return tile_of<Blocks32<Q5_0>::K>;
+    case GgmlType::kQ5_1: return tile_of<Blocks32<Q5_1>::K>;
+    case GgmlType::kQ8_0: return tile_of<Blocks32<Q8_0>::K>;
+    case GgmlType::kIQ4_NL: return tile_of<Blocks32<IQ4_NL>::K>;
+    case GgmlType::kQ2_K: return tile_of<Q2_KTile>;
+    case GgmlType::kQ3_K: return tile_of<Q3_KTile>;
+    case GgmlType::kQ4_K: return tile_of<Q4_KTile>;
+    case GgmlType::kQ5_K: return tile_of<Q5_KTile>;
+    case GgmlType::kQ6_K: return tile_of<Q6_KTile>;
+    case GgmlType::kIQ4_XS: return tile_of<IQ4_XSTile>;
+    default: return nullptr;
   }
 }
 
