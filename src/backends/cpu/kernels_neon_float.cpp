@@ -83,25 +83,6 @@ struct PlainTiles {
   }
 };
 
-          for (int m = 0; m < 2; ++m) {
-            wv[4 * c + 2 * m] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h[m])));
-            wv[4 * c + 2 * m + 1] = vcvtq_f32_s32(vmovl_high_s16(h[m]));
-          }
-        }
-        for (int j = 0; j < T; ++j) {
-          const float* xb = x + (t + j) * n + k;
-          float32x4_t dot = vmulq_f32(wv[0], vld1q_f32(xb));
-          for (int c = 1; c < 8; ++c) dot = vfmaq_f32(dot, wv[c], vld1q_f32(xb + 4 * c));
-          acc[i][j] = vfmaq_f32(acc[i][j], d, dot);
-        }
-      }
-    }
-    for (int i = 0; i < R; ++i) {
-      for (int j = 0; j < T; ++j) y[(t + j) * w.n_rows + r + i] = vaddvq_f32(acc[i][j]);
-    }
-  }
-};
-
 }  // namespace
 
 float dot_f32(const float* a, const float* b, int64_t n) {
