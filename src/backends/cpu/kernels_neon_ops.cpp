@@ -91,7 +91,7 @@ float dot_cache(const float* a, const typename C::T* b, int64_t n) {
   }
 }
 
-// Scores with the NEON dot; the softmax exactly as the scalar twin (std::exp, double sum); the
+// Scores with the NEON dot; the softmax with a vector exp and a double sum; the
 // weighted sum of V adds p * v per element in the scalar order (a multiply, then an add: no
 // fusion), 64 dimensions at a time kept in registers.
 template <class C>
@@ -103,8 +103,19 @@ void attention_head_as_f32(const float* q, const typename C::T* k_cache, const t
     scores[j] = dot_cache<C>(q, k_cache + j * n_embd_kv + kv_off, head_dim) * kq_scale;
     max_score = std::max(max_score, scores[j]);
   }
-  double sum = 0.0;
-  for (int64_t j = 0; j < n_pos; ++j) {
+  // exp 4 scores at a time (exp_ps, within 2 ulp of std::exp, as llama.cpp's vector softmax),
+  // summed in double.
+  const float32x4_t max_v = vdupq_n_f32(max_score);
+  float64x2_t sum_v[2] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0)};
+  int64_t j0 = 0;
+  for (; j0 + 4 <= n_pos; j0 += 4) {
+    const float32x4_t e = exp_ps(vsubq_f32(vld1q_f32(scores + j0), max_v));
+    vst1q_f32(scores + j0, e);
+    sum_v[0] = vaddq_f64(sum_v[0], vcvt_f64_f32(vget_low_f32(e)));
+    sum_v[1] = vaddq_f64(sum_v[1], vcvt_high_f64_f32(e));
+  }
+  double sum = vaddvq_f64(vaddq_f64(sum_v[0], sum_v[1]));
+  for (int64_t j = j0; j < n_pos; ++j) {
     scores[j] = std::exp(scores[j] - max_score);
     sum += scores[j];
   }
