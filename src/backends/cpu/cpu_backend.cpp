@@ -363,6 +363,10 @@ const uint8_t* CpuBackend::quantize_for_dot(ActBuffer& x, const QuantActFormat& 
   uint8_t* dst = buf.data();
   pool_.parallel_for(n_tokens, min_chunk(n_cols), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
+      if (kernels_->quantize_act_row != nullptr &&
+          kernels_->quantize_act_row(f.type, src + t * n_cols, n_cols, dst + t * row_bytes)) {
+        continue;
+      }
       for (int64_t b = 0; b < n_cols / f.block; ++b) {
         f.quantize_block(src + t * n_cols + b * f.block, dst + t * row_bytes + b * f.bytes);
       }

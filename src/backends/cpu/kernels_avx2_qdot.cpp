@@ -13,9 +13,11 @@
 // bound. Every load stays inside its block (the smallest, 18 bytes, holds a 16-byte load).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels_avx2.h"
+#include "quant/q8_0.h"
 
 namespace bitnet::cpu::avx2 {
 
@@ -794,6 +796,78 @@ struct IQ4_XSTile {
 };
 
 }  // namespace
+
+namespace {
+
+// One block of 32 activations as ggml's reference Q8_0/Q8_1 quantizer, bit for bit: amax (a max
+// of finite floats, so in any order), d = amax / 127, id = 1 / d, q = round(x * id) with halves
+// away from zero (trunc(v + copysign(0.49999997, v)) equals roundf for |v| < 2^23; here |v| <=
+// 127). Blocks holding inf or NaN, or whose 1 / d overflows, go to the reference.
+bool quantize_q8_block(const float* x, uint8_t* q, float* d_out, int* sum_out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  int finite = 0xff;
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    const __m256 a = _mm256_andnot_ps(sign, v[i]);
+    finite &= _mm256_movemask_ps(_mm256_cmp_ps(a, inf, _CMP_LT_OQ));
+    amax = _mm256_max_ps(amax, a);
+  }
+  if (finite != 0xff) return false;
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float d = _mm_cvtss_f32(m) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  if (!(id < INFINITY)) return false;
+  const __m256 idv = _mm256_set1_ps(id);
+  const __m256 half = _mm256_set1_ps(0.49999997f);
+  __m256i r[4];
+  __m256i sum = _mm256_setzero_si256();
+  for (int i = 0; i < 4; ++i) {
+    const __m256 p = _mm256_mul_ps(v[i], idv);
+    const __m256 rounded = _mm256_round_ps(_mm256_add_ps(p, _mm256_or_ps(half, _mm256_and_ps(sign, p))),
+                                           _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    r[i] = _mm256_cvttps_epi32(rounded);
+    sum = _mm256_add_epi32(sum, r[i]);
+  }
+  // int32 -> int8 with saturation (never reached: |q| <= 127), then undo the lane interleave.
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  *sum_out = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+  *d_out = d;
+  return true;
+}
+
+void store_fp16(uint8_t* dst, float v) {
+  const uint16_t h = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);  // as core/fp16.h's fp32_to_fp16
+  std::memcpy(dst, &h, 2);
+}
+
+}  // namespace
+
+bool quantize_act_row(GgmlType act_type, const float* x, int64_t n, uint8_t* dst) {
+  if (act_type != GgmlType::kQ8_0 && act_type != GgmlType::kQ8_1) return false;
+  const bool q8_1 = act_type == GgmlType::kQ8_1;
+  const int64_t block_bytes = q8_1 ? 36 : 34;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t* out = dst + b * block_bytes;
+    float d = 0.0f;
+    int sum = 0;
+    if (!quantize_q8_block(x + 32 * b, out + (q8_1 ? 4 : 2), &d, &sum)) {
+      (q8_1 ? quant::q8_1_quantize_block : quant::q8_0_quantize_block)(x + 32 * b, out);
+      continue;
+    }
+    store_fp16(out, d);
+    if (q8_1) store_fp16(out + 2, static_cast<float>(sum) * d);
+  }
+  return true;
+}
 
 QuantDotFn quant_dot(GgmlType type) {
   if (quant::vec_dot_fn(type) == nullptr) return nullptr;  // no twin, no dot

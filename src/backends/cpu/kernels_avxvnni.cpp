@@ -156,6 +156,7 @@ constinit const KernelSet kAvxVnniKernels = {
     .matmul_float = avx2::matmul_float,
     .quant_dot = avx2::quant_dot,
     .quant_tile = avx2::quant_tile,
+    .quantize_act_row = avx2::quantize_act_row,
     .quantize_act = avx2::quantize_act,
     .rms_norm_row = avx2::rms_norm_row,
     .rope_row = rope_row,

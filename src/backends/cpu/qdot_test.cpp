@@ -195,6 +195,40 @@ TEST_P(QuantDotMatchesTwin, TilesEqualTheRowDot) {
   if (tiled == 0) GTEST_SKIP() << set().name << " tiles no type";
 }
 
+// A set's activation quantizer (KernelSet::quantize_act_row) writes ggml's reference Q8_0 and
+// Q8_1 blocks byte for byte: random rows, halves (x * id = k + 0.5 with d = 1), zero blocks, a
+// subnormal max (1 / d overflows), inf, NaN and huge values.
+TEST_P(QuantDotMatchesTwin, ActivationQuantizerEqualsTheReference) {
+  if (set().quantize_act_row == nullptr) GTEST_SKIP() << set().name << " quantizes activations with the reference";
+  std::mt19937 rng(14);
+  constexpr int64_t kBlocks = 12;
+  std::vector<float> x = test::random_floats(32 * kBlocks, rng);
+  // Block 1: d = 1 (max 127), so x * id keeps the halves -14.5 .. 15.5 (even and odd ones).
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(32 + j)] = static_cast<float>(j - 16) + 0.5f;
+  x[32] = 127.0f;
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(64 + j)] = 0.0f;
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(96 + j)] = 1e-40f * static_cast<float>(j % 3);
+  x[128 + 5] = INFINITY;
+  x[160 + 7] = NAN;
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(192 + j)] = 1e30f * static_cast<float>(j - 16);
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(224 + j)] = (static_cast<float>(j) - 15.5f) * 0.5f;  // .25 steps
+  for (GgmlType act : {GgmlType::kQ8_0, GgmlType::kQ8_1}) {
+    SCOPED_TRACE(ggml_type_name(act));
+    const int64_t block_bytes = act == GgmlType::kQ8_1 ? 36 : 34;
+    std::vector<uint8_t> want(static_cast<size_t>(kBlocks * block_bytes)), got(want.size(), 0xAA);
+    for (int64_t b = 0; b < kBlocks; ++b) {
+      (act == GgmlType::kQ8_1 ? quant::q8_1_quantize_block : quant::q8_0_quantize_block)(x.data() + 32 * b, want.data() + b * block_bytes);
+    }
+    ASSERT_TRUE(set().quantize_act_row(act, x.data(), 32 * kBlocks, got.data()));
+    for (int64_t b = 0; b < kBlocks; ++b) {
+      EXPECT_TRUE(std::equal(got.begin() + b * block_bytes, got.begin() + (b + 1) * block_bytes, want.begin() + b * block_bytes))
+          << "block " << b;
+    }
+  }
+  std::vector<uint8_t> k(static_cast<size_t>(quant::kQ8_KBlockBytes));
+  EXPECT_FALSE(set().quantize_act_row(GgmlType::kQ8_K, x.data(), 256, k.data()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, QuantDotMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
 
 }  // namespace
