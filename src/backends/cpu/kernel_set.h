@@ -94,9 +94,9 @@ struct KernelSet {
   QuantDotFn (*quant_dot)(GgmlType type);
   // The set's QuantTileFn for `type`; null (the set, or the type) = quant_dot token by token.
   QuantTileFn (*quant_tile)(GgmlType type) = nullptr;
-  // Quantizes n floats (whole blocks) into activation blocks of act_type (Q8_0 or Q8_1) bit for
-  // bit as ggml's reference quantizer (quant::q8_0_quantize_block / q8_1_quantize_block);
-  // returns false for other types (then the caller uses the reference). Null: the reference.
+  // Quantizes n floats (whole blocks) into activation blocks of act_type (Q8_0, Q8_1, Q8_K)
+  // bit for bit as ggml's reference quantizer (quant::q8_0/q8_1/q8_K_quantize_block); returns
+  // false for a type it does not do (then the caller uses the reference). Null: the reference.
   bool (*quantize_act_row)(GgmlType act_type, const float* x, int64_t n, uint8_t* dst) = nullptr;
   // One row, as quant::act_quant_i8 bit for bit: x[n_cols] -> q[n_cols] and the sum of q over
   // each 128-column group g (the last may be partial) at group_sum[g * group_sum_stride];

@@ -18,7 +18,7 @@ float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum
 
 void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1);
 float dot_f32(const float* a, const float* b, int64_t n);
-// KernelSet::quantize_act_row (kernels_avx2_qdot.cpp): Q8_0 and Q8_1 activation blocks.
+// KernelSet::quantize_act_row (kernels_avx2_qdot.cpp): Q8_0, Q8_1 and Q8_K activation blocks.
 bool quantize_act_row(GgmlType act_type, const float* x, int64_t n, uint8_t* dst);
 // KernelSet::quant_dot (kernels_avx2_qdot.cpp).
 QuantDotFn quant_dot(GgmlType type);

@@ -18,6 +18,7 @@
 
 #include "backends/cpu/kernels_avx2.h"
 #include "quant/q8_0.h"
+#include "quant/q8_k.h"
 
 namespace bitnet::cpu::avx2 {
 
@@ -844,6 +845,66 @@ bool quantize_q8_block(const float* x, uint8_t* q, float* d_out, int* sum_out) {
   return true;
 }
 
+// One 256-element Q8_K block as ggml's quantize_row_q8_K_ref, bit for bit: max is the first
+// element of largest magnitude (with its sign), iscale = -127 / max, q = min(127, round(iscale
+// * x)) with halves to even (ggml's nearest_int), the 16-element sums, d = 1 / iscale. Blocks
+// holding inf or NaN, or whose iscale overflows, go to the reference.
+bool quantize_q8_K_block(const float* x, uint8_t* dst) {
+  constexpr int kVecs = 32;
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  __m256 amax_v = _mm256_setzero_ps();
+  int finite = 0xff;
+  for (int i = 0; i < kVecs; ++i) {
+    const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i));
+    finite &= _mm256_movemask_ps(_mm256_cmp_ps(a, inf, _CMP_LT_OQ));
+    amax_v = _mm256_max_ps(amax_v, a);
+  }
+  if (finite != 0xff) return false;
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax_v), _mm256_extractf128_ps(amax_v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float amax = _mm_cvtss_f32(m);
+  if (amax == 0.0f) {
+    std::memset(dst, 0, 292);
+    return true;
+  }
+  float max = 0.0f;
+  const __m256 amax_all = _mm256_set1_ps(amax);
+  for (int i = 0; i < kVecs; ++i) {
+    const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)), amax_all, _CMP_EQ_OQ));
+    if (hit != 0) {
+      max = x[8 * i + __builtin_ctz(static_cast<unsigned>(hit))];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  if (!(iscale > -INFINITY && iscale < INFINITY)) return false;  // a subnormal max
+  const __m256 is = _mm256_set1_ps(iscale);
+  const __m256i top = _mm256_set1_epi32(127);
+  auto* qs = reinterpret_cast<int8_t*>(dst + 4);
+  for (int g = 0; g < 8; ++g) {  // 32 elements: 4 vectors
+    __m256i r[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 p = _mm256_mul_ps(is, _mm256_loadu_ps(x + 32 * g + 8 * i));
+      r[i] = _mm256_min_epi32(top, _mm256_cvtps_epi32(_mm256_round_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    }
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * g),
+                        _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    for (int h = 0; h < 2; ++h) {  // the two 16-element sums
+      const __m256i s8 = _mm256_add_epi32(r[2 * h], r[2 * h + 1]);
+      const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+      const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+      const auto sum = static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1))));
+      std::memcpy(dst + 260 + 2 * (2 * g + h), &sum, 2);
+    }
+  }
+  const float d = 1.0f / iscale;
+  std::memcpy(dst, &d, 4);
+  return true;
+}
+
 void store_fp16(uint8_t* dst, float v) {
   const uint16_t h = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);  // as core/fp16.h's fp32_to_fp16
   std::memcpy(dst, &h, 2);
@@ -852,6 +913,12 @@ void store_fp16(uint8_t* dst, float v) {
 }  // namespace
 
 bool quantize_act_row(GgmlType act_type, const float* x, int64_t n, uint8_t* dst) {
+  if (act_type == GgmlType::kQ8_K) {
+    for (int64_t b = 0; b < n / 256; ++b) {
+      if (!quantize_q8_K_block(x + 256 * b, dst + 292 * b)) quant::q8_K_quantize_block(x + 256 * b, dst + 292 * b);
+    }
+    return true;
+  }
   if (act_type != GgmlType::kQ8_0 && act_type != GgmlType::kQ8_1) return false;
   const bool q8_1 = act_type == GgmlType::kQ8_1;
   const int64_t block_bytes = q8_1 ? 36 : 34;

@@ -195,8 +195,8 @@ TEST_P(QuantDotMatchesTwin, TilesEqualTheRowDot) {
   if (tiled == 0) GTEST_SKIP() << set().name << " tiles no type";
 }
 
-// A set's activation quantizer (KernelSet::quantize_act_row) writes ggml's reference Q8_0 and
-// Q8_1 blocks byte for byte: random rows, halves (x * id = k + 0.5 with d = 1), zero blocks, a
+// A set's activation quantizer (KernelSet::quantize_act_row) writes ggml's reference Q8_0,
+// Q8_1 and Q8_K blocks byte for byte: random rows, halves (x * id = k + 0.5 with d = 1), zero blocks, a
 // subnormal max (1 / d overflows), inf, NaN and huge values.
 TEST_P(QuantDotMatchesTwin, ActivationQuantizerEqualsTheReference) {
   if (set().quantize_act_row == nullptr) GTEST_SKIP() << set().name << " quantizes activations with the reference";
@@ -225,8 +225,28 @@ TEST_P(QuantDotMatchesTwin, ActivationQuantizerEqualsTheReference) {
           << "block " << b;
     }
   }
-  std::vector<uint8_t> k(static_cast<size_t>(quant::kQ8_KBlockBytes));
-  EXPECT_FALSE(set().quantize_act_row(GgmlType::kQ8_K, x.data(), 256, k.data()));
+  // Q8_K: 256-element blocks. Block 0 random; block 1 with max = -127 (iscale = 1) and halves
+  // (to even); block 2 with +-8 first at -8 (the first of largest magnitude wins); block 3 all
+  // zeros; blocks 4, 5 with inf and NaN; block 6 with a subnormal max.
+  std::vector<float> k(256 * 7);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (float& v : k) v = nd(rng);
+  for (int j = 0; j < 256; ++j) k[static_cast<size_t>(256 + j)] = static_cast<float>(j % 64 - 32) + 0.5f;
+  k[256 + 9] = -127.0f;
+  for (int j = 0; j < 256; ++j) k[static_cast<size_t>(512 + j)] = static_cast<float>(j % 9) - 4.0f;
+  k[512 + 3] = -8.0f;
+  k[512 + 100] = 8.0f;
+  for (int j = 0; j < 256; ++j) k[static_cast<size_t>(768 + j)] = 0.0f;
+  k[1024 + 17] = -INFINITY;
+  k[1280 + 200] = NAN;
+  for (int j = 0; j < 256; ++j) k[static_cast<size_t>(1536 + j)] = 1e-42f * static_cast<float>(j % 5);
+  const int64_t kb = quant::kQ8_KBlockBytes;
+  std::vector<uint8_t> want(static_cast<size_t>(7 * kb)), got(want.size(), 0xAA);
+  for (int64_t b = 0; b < 7; ++b) quant::q8_K_quantize_block(k.data() + 256 * b, want.data() + b * kb);
+  ASSERT_TRUE(set().quantize_act_row(GgmlType::kQ8_K, k.data(), 256 * 7, got.data()));
+  for (int64_t b = 0; b < 7; ++b) {
+    EXPECT_TRUE(std::equal(got.begin() + b * kb, got.begin() + (b + 1) * kb, want.begin() + b * kb)) << "q8_K block " << b;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, QuantDotMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
