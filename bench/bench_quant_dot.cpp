@@ -34,39 +34,12 @@ std::vector<float> normal_floats(int64_t n, uint32_t seed) {
   return x;
 }
 
-// Byte offsets of the fp16 scale fields of the weight formats without a quantizer here.
-std::vector<int> fp16_scale_offsets(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ2_K: return {80, 82};
-    case GgmlType::kQ3_K: return {108};
-    case GgmlType::kIQ4_NL:
-    case GgmlType::kIQ4_XS: return {0};
-    default: return {};
-  }
-}
-
 // Random weights of `type` (kRows rows of kCols), kept for the whole run: normal values through
-// the reference quantizer, or, for the types without one, random block bytes with small fp16
-// scales.
+// the reference quantizer.
 const std::vector<uint8_t>& weight_bytes(GgmlType type) {
   static std::map<int, std::vector<uint8_t>> cache;
   auto& bytes = cache[static_cast<int>(type)];
-  if (!bytes.empty()) return bytes;
-  if (quant::can_quantize(type)) {
-    bytes = *quant::quantize(type, normal_floats(kRows * kCols, 1).data(), kRows, kCols);
-    return bytes;
-  }
-  const GgmlTypeTraits t = *ggml_type_traits(static_cast<uint32_t>(type));
-  std::mt19937 rng(1);
-  bytes.resize(static_cast<size_t>(kRows * kCols / t.block_elems * t.block_bytes));
-  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-  for (size_t b = 0; b < bytes.size(); b += static_cast<size_t>(t.block_bytes)) {
-    for (int at : fp16_scale_offsets(type)) {
-      const uint16_t h = fp32_to_fp16(0.01f);
-      bytes[b + static_cast<size_t>(at)] = static_cast<uint8_t>(h & 0xff);
-      bytes[b + static_cast<size_t>(at) + 1] = static_cast<uint8_t>(h >> 8);
-    }
-  }
+  if (bytes.empty()) bytes = *quant::quantize(type, normal_floats(kRows * kCols, 1).data(), kRows, kCols);
   return bytes;
 }
 

@@ -407,11 +407,8 @@ TEST(KQuants, DotProductsIntegerPartsAreExact) {
     std::vector<int64_t> qa(n);
     std::uniform_int_distribution<int> small(-3, 3);
     for (int64_t b = 0; b < n / 256; ++b) {
-      // d (and dmin) = 1: Q4_K/Q5_K at 0 and 2, the rest where testing:: knows them.
-      std::vector<int> at = testing::fp16_scale_offsets(type);
-      if (type == GgmlType::kQ6_K) at = {208};
-      if (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) at = {0, 2};
-      for (int o : at) put_f16(w, static_cast<size_t>(b * block_bytes + o), 1.0f);
+      // d (and dmin) = 1.
+      for (int o : testing::fp16_fields(type)) put_f16(w, static_cast<size_t>(b * block_bytes + o), 1.0f);
       uint8_t* ab = a.data() + b * kQ8_KBlockBytes;
       const float one = 1.0f;
       std::memcpy(ab, &one, 4);

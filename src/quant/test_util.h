@@ -118,17 +118,6 @@ inline double q8_1_s_slack(std::span<const uint8_t> w, std::span<const uint8_t> 
   return slack;
 }
 
-// Byte offsets of the fp16 scale fields of Q2_K (d, dmin), Q3_K, IQ4_NL and IQ4_XS.
-inline std::vector<int> fp16_scale_offsets(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ2_K: return {80, 82};  // d, dmin
-    case GgmlType::kQ3_K: return {108};
-    case GgmlType::kIQ4_NL:
-    case GgmlType::kIQ4_XS: return {0};
-    default: return {};
-  }
-}
-
 // The round-trip error bound of a format per input distribution (relative rmse).
 struct RoundTripBound {
   GgmlType type;
@@ -152,6 +141,37 @@ inline void expect_round_trip_within(std::span<const RoundTripBound> bounds) {
       }
     }
   }
+}
+
+// Byte offsets of the fp16 fields (d, and dmin / m where the format has one) in a block of one
+// of llama.cpp's block formats (Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS).
+inline std::vector<int> fp16_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ4_1: case GgmlType::kQ5_1: case GgmlType::kQ4_K: case GgmlType::kQ5_K: return {0, 2};
+    case GgmlType::kQ2_K: return {80, 82};
+    case GgmlType::kQ3_K: return {108};
+    case GgmlType::kQ6_K: return {208};
+    default: return {0};
+  }
+}
+
+// n elements of block format t as random bytes (every code and scale bit pattern) with finite
+// fp16 fields of random sign and magnitude in [2^-12, 2^-4).
+inline std::vector<uint8_t> random_blocks(GgmlType t, int64_t n, std::mt19937& rng) {
+  const uint64_t n_bytes = ggml_tensor_n_bytes(t, n).value();
+  std::vector<uint8_t> bytes(n_bytes);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  const GgmlTypeTraits traits = *ggml_type_traits(static_cast<uint32_t>(t));
+  std::uniform_real_distribution<float> mag(-12.0f, -4.0f);
+  for (uint64_t off = 0; off < n_bytes; off += traits.block_bytes) {
+    for (int f : fp16_fields(t)) {
+      const float v = std::exp2(mag(rng)) * (rng() % 2 ? 1.0f : -1.0f);
+      const uint16_t h = fp32_to_fp16(v);
+      bytes[off + f] = static_cast<uint8_t>(h & 0xff);
+      bytes[off + f + 1] = static_cast<uint8_t>(h >> 8);
+    }
+  }
+  return bytes;
 }
 
 }  // namespace bitnet::quant::testing

@@ -53,26 +53,6 @@ struct Weights {
   // llama.cpp's block formats: N(0, 0.5) through the reference quantizer where there is one
   // (Q4_0 .. Q6_K), else random block bytes (Q2_K, Q3_K, IQ4_NL, IQ4_XS are dequantize-only
   // here) with finite fp16 scales.
-  hal::WeightId add_block_type(GgmlType type, int64_t n_cols, int64_t n_rows, std::mt19937& rng) {
-    if (quant::can_quantize(type)) return add_float_type(type, n_cols, n_rows, rng);
-    const uint64_t n_bytes = ggml_tensor_n_bytes(type, n_cols * n_rows).value();
-    std::vector<uint8_t> bytes(n_bytes);
-    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-    const int64_t block = type == GgmlType::kIQ4_NL ? 32 : 256;
-    const uint64_t block_bytes = ggml_tensor_n_bytes(type, block).value();
-    std::vector<int> halves = {0};  // byte offsets of the fp16 fields
-    if (type == GgmlType::kQ2_K) halves = {80, 82};
-    if (type == GgmlType::kQ3_K) halves = {108};
-    std::uniform_real_distribution<float> mag(-10.0f, -5.0f);
-    for (uint64_t off = 0; off < n_bytes; off += block_bytes) {
-      for (int f : halves) {
-        const uint16_t h = fp32_to_fp16(std::exp2(mag(rng)) * (rng() % 2 ? 1.0f : -1.0f));
-        bytes[off + f] = static_cast<uint8_t>(h & 0xff);
-        bytes[off + f + 1] = static_cast<uint8_t>(h >> 8);
-      }
-    }
-    return add(type, n_cols, n_rows, std::move(bytes));
-  }
   hal::WeightId add_ternary(GgmlType type, int64_t n_cols, int64_t n_rows, std::mt19937& rng) {
     const int64_t n = n_cols * n_rows;
     std::vector<uint8_t> codes(static_cast<size_t>(n));
@@ -282,7 +262,7 @@ std::vector<OpCase> make_cases() {
                  std::to_string(rows) + "_t" + std::to_string(nt) + "_scaled";
         c.make_weights = [=](Weights& ws, std::mt19937& rng) {
           (*w)[0] = ws.add_f32(k, 64, rng);
-          (*w)[1] = ws.add_block_type(type, k, rows, rng);
+          (*w)[1] = ws.add_float_type(type, k, rows, rng);
           (*w)[2] = ws.add_f32(1, 1, rng);
         };
         c.graph = [=](int64_t pos0, int64_t t) {
@@ -310,7 +290,7 @@ std::vector<OpCase> make_cases() {
     auto w = std::make_shared<std::array<hal::WeightId, 1>>();
     OpCase c;
     c.name = "embed_" + std::string(ggml_type_name(type));
-    c.make_weights = [=](Weights& ws, std::mt19937& rng) { (*w)[0] = ws.add_block_type(type, 256, 64, rng); };
+    c.make_weights = [=](Weights& ws, std::mt19937& rng) { (*w)[0] = ws.add_float_type(type, 256, 64, rng); };
     c.graph = [=](int64_t pos0, int64_t t) {
       GraphMaker m;
       m.g.n_tokens = t;

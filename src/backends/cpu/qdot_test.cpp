@@ -73,34 +73,9 @@ std::vector<float> inputs(int kind, int64_t n, std::mt19937& rng) {
   return x;
 }
 
-// Byte offsets of the fp16 scale fields of the weight formats without a quantizer here.
-std::vector<int> fp16_scale_offsets(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ2_K: return {80, 82};  // d, dmin
-    case GgmlType::kQ3_K: return {108};
-    case GgmlType::kIQ4_NL:
-    case GgmlType::kIQ4_XS: return {0};
-    default: return {};
-  }
-}
-
-// n weights of `type` of kind 0..3 (as inputs()): through the reference quantizer where there
-// is one; else block bytes (random, all 0xff: every code, scale and min at its top, all 0x00:
-// at the bottom, or random again) with finite positive fp16 scales in [2^-8, 2^-6).
+// n weights of `type` of kind 0..3 (as inputs()), through ggml's reference quantizer.
 std::vector<uint8_t> weights(GgmlType type, int kind, int64_t n, std::mt19937& rng) {
-  if (quant::can_quantize(type)) return quantized(type, inputs(kind, n, rng));
-  const GgmlTypeTraits t = *ggml_type_traits(static_cast<uint32_t>(type));
-  std::vector<uint8_t> w(static_cast<size_t>(n / t.block_elems * t.block_bytes));
-  for (uint8_t& byte : w) byte = kind == 1 ? 0xff : kind == 2 ? 0x00 : static_cast<uint8_t>(rng());
-  std::uniform_real_distribution<float> scale(0x1p-8f, 0x1p-6f);
-  for (int64_t b = 0; b < n / t.block_elems; ++b) {
-    for (int at : fp16_scale_offsets(type)) {
-      const uint16_t h = fp32_to_fp16(scale(rng));
-      w[static_cast<size_t>(b * t.block_bytes + at)] = static_cast<uint8_t>(h & 0xff);
-      w[static_cast<size_t>(b * t.block_bytes + at + 1)] = static_cast<uint8_t>(h >> 8);
-    }
-  }
-  return w;
+  return quantized(type, inputs(kind, n, rng));
 }
 
 class QuantDotMatchesTwin : public test::EverySet {};

@@ -23,6 +23,7 @@
 #include "backends/vulkan/vk_test_util.h"
 #include "core/fp16.h"
 #include "quant/quant.h"
+#include "quant/test_util.h"
 
 namespace bitnet::vulkan::test {
 namespace {
@@ -75,36 +76,6 @@ int64_t block_elems(GgmlType t) {
   }
 }
 
-// Byte offsets of a block's fp16 fields (d, and dmin / m where the format has one).
-std::vector<int> half_fields(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ4_1: case GgmlType::kQ5_1: case GgmlType::kQ4_K: case GgmlType::kQ5_K: return {0, 2};
-    case GgmlType::kQ2_K: return {80, 82};
-    case GgmlType::kQ3_K: return {108};
-    case GgmlType::kQ6_K: return {208};
-    default: return {0};
-  }
-}
-
-// Random block bytes (every code and scale bit pattern) with finite fp16 fields of random sign
-// and magnitude in [2^-12, 2^-4).
-std::vector<uint8_t> random_blocks(GgmlType t, int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
-  const uint64_t n_bytes = ggml_tensor_n_bytes(t, n_rows * n_cols).value();
-  std::vector<uint8_t> bytes(n_bytes);
-  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-  const uint64_t block_bytes = ggml_tensor_n_bytes(t, block_elems(t)).value();
-  std::uniform_real_distribution<float> mag(-12.0f, -4.0f);
-  for (uint64_t off = 0; off < n_bytes; off += block_bytes) {
-    for (int f : half_fields(t)) {
-      const float v = std::exp2(mag(rng)) * (rng() % 2 ? 1.0f : -1.0f);
-      const uint16_t h = fp32_to_fp16(v);
-      bytes[off + f] = static_cast<uint8_t>(h & 0xff);
-      bytes[off + f + 1] = static_cast<uint8_t>(h >> 8);
-    }
-  }
-  return bytes;
-}
-
 std::vector<float> dequantized(GgmlType t, std::span<const uint8_t> bytes, int64_t n) {
   std::vector<float> y(static_cast<size_t>(n));
   const Status s = quant::dequantize(t, bytes, n, y.data());
@@ -139,7 +110,7 @@ TEST_P(VulkanBlockDecode, EmbedEqualsDequantize) {
   const GgmlType type = GetParam();
   const int64_t n_cols = 3 * block_elems(type), n_rows = 64, n_tokens = 4;
   WeightTable table(41);
-  std::vector<uint8_t> bytes = random_blocks(type, n_rows, n_cols, table.rng());
+  std::vector<uint8_t> bytes = quant::testing::random_blocks(type, n_rows * n_cols, table.rng());
   const std::vector<float> want = dequantized(type, bytes, n_rows * n_cols);
   ASSERT_GT(bytes.size(), static_cast<size_t>(n_tokens * n_cols * 4));
   const hal::WeightId w = table.add_bytes(type, n_rows, n_cols, std::move(bytes));
@@ -203,15 +174,10 @@ TEST_P(VulkanBlockMatmul, MatchesDequantizedReference) {
     const hal::WeightDesc& d = table.descs()[static_cast<size_t>(xt)];
     std::memcpy(xs.data(), d.bytes.data(), xs.size() * 4);
   }
-  std::vector<uint8_t> bytes;
-  if (quant::can_quantize(c.type)) {
-    std::normal_distribution<float> nd(0.0f, 0.5f);
-    std::vector<float> v(static_cast<size_t>(c.n_rows * c.n_cols));
-    for (float& f : v) f = nd(table.rng());
-    bytes = quant::quantize(c.type, v.data(), c.n_rows, c.n_cols).value();
-  } else {
-    bytes = random_blocks(c.type, c.n_rows, c.n_cols, table.rng());
-  }
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  std::vector<float> v(static_cast<size_t>(c.n_rows * c.n_cols));
+  for (float& f : v) f = nd(table.rng());
+  std::vector<uint8_t> bytes = quant::quantize(c.type, v.data(), c.n_rows, c.n_cols).value();
   const std::vector<float> wdq = dequantized(c.type, bytes, c.n_rows * c.n_cols);
   const hal::WeightId w = table.add_bytes(c.type, c.n_rows, c.n_cols, std::move(bytes));
   hal::Graph g = one_op_graph(c.n_tokens);
