@@ -163,6 +163,52 @@ struct GraphMaker {
   void op(hal::Op o) { g.ops.push_back(o); }
 };
 
+// y = s * (W x) for W of `type` (k x rows), x embedded from a 64-row F32 table, one step of nt
+// tokens; w holds the table, W and s.
+OpCase scaled_matmul_case(GgmlType type, int64_t k, int64_t rows, int64_t nt,
+                          std::shared_ptr<std::array<hal::WeightId, 3>> w) {
+  OpCase c;
+  c.name = "matmul_" + std::string(ggml_type_name(type)) + "_" + std::to_string(k) + "x" + std::to_string(rows) +
+           "_t" + std::to_string(nt) + "_scaled";
+  c.make_weights = [=](Weights& ws, std::mt19937& rng) {
+    (*w)[0] = ws.add_f32(k, 64, rng);
+    (*w)[1] = ws.add_float_type(type, k, rows, rng);
+    (*w)[2] = ws.add_f32(1, 1, rng);
+  };
+  c.graph = [=](int64_t pos0, int64_t t) {
+    GraphMaker m;
+    m.g.n_tokens = t;
+    m.g.pos0 = pos0;
+    const ActId x = m.act(t, k), y = m.act(t, rows);
+    m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
+    m.op({.kind = OpKind::kMatmul, .dst = y, .a = x, .w = (*w)[1]});
+    m.op({.kind = OpKind::kScale, .dst = y, .w = (*w)[2]});
+    m.g.logits = y;
+    return m.g;
+  };
+  c.steps = {nt};
+  return c;
+}
+
+// The rows of a 64-row table of `type` (n_cols wide) picked by 5 tokens.
+OpCase embed_case(GgmlType type, int64_t n_cols) {
+  auto w = std::make_shared<std::array<hal::WeightId, 1>>();
+  OpCase c;
+  c.name = "embed_" + std::string(ggml_type_name(type));
+  c.make_weights = [=](Weights& ws, std::mt19937& rng) { (*w)[0] = ws.add_float_type(type, n_cols, 64, rng); };
+  c.graph = [=](int64_t pos0, int64_t t) {
+    GraphMaker m;
+    m.g.n_tokens = t;
+    m.g.pos0 = pos0;
+    const ActId x = m.act(t, n_cols);
+    m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
+    m.g.logits = x;
+    return m.g;
+  };
+  c.steps = {5};
+  return c;
+}
+
 std::vector<OpCase> make_cases() {
   std::vector<OpCase> cases;
   // Input tables hold 64 rows: token t selects row t.
@@ -219,30 +265,7 @@ std::vector<OpCase> make_cases() {
   }
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
     for (auto [k, rows] : {std::pair<int64_t, int64_t>{64, 33}, {256, 512}}) {
-      for (int64_t nt : {1, 7}) {
-        auto w = std::make_shared<std::array<hal::WeightId, 3>>();
-        OpCase c;
-        c.name = "matmul_" + std::string(ggml_type_name(type)) + "_" + std::to_string(k) + "x" +
-                 std::to_string(rows) + "_t" + std::to_string(nt) + "_scaled";
-        c.make_weights = [=](Weights& ws, std::mt19937& rng) {
-          (*w)[0] = ws.add_f32(k, 64, rng);
-          (*w)[1] = ws.add_float_type(type, k, rows, rng);
-          (*w)[2] = ws.add_f32(1, 1, rng);
-        };
-        c.graph = [=](int64_t pos0, int64_t t) {
-          GraphMaker m;
-          m.g.n_tokens = t;
-          m.g.pos0 = pos0;
-          const ActId x = m.act(t, k), y = m.act(t, rows);
-          m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
-          m.op({.kind = OpKind::kMatmul, .dst = y, .a = x, .w = (*w)[1]});
-          m.op({.kind = OpKind::kScale, .dst = y, .w = (*w)[2]});
-          m.g.logits = y;
-          return m.g;
-        };
-        c.steps = {nt};
-        cases.push_back(c);
-      }
+      for (int64_t nt : {1, 7}) cases.push_back(scaled_matmul_case(type, k, rows, nt, std::make_shared<std::array<hal::WeightId, 3>>()));
     }
   }
   // llama.cpp's block formats: the GPU backends dequantize them in the kernel against float
@@ -257,71 +280,23 @@ std::vector<OpCase> make_cases() {
     for (auto [k, rows] : shapes) {
       for (int64_t nt : {1, 7}) {
         auto w = std::make_shared<std::array<hal::WeightId, 3>>();
-        OpCase c;
-        c.name = "matmul_" + std::string(ggml_type_name(type)) + "_" + std::to_string(k) + "x" +
-                 std::to_string(rows) + "_t" + std::to_string(nt) + "_scaled";
-        c.make_weights = [=](Weights& ws, std::mt19937& rng) {
-          (*w)[0] = ws.add_f32(k, 64, rng);
-          (*w)[1] = ws.add_float_type(type, k, rows, rng);
-          (*w)[2] = ws.add_f32(1, 1, rng);
-        };
-        c.graph = [=](int64_t pos0, int64_t t) {
-          GraphMaker m;
-          m.g.n_tokens = t;
-          m.g.pos0 = pos0;
-          const ActId x = m.act(t, k), y = m.act(t, rows);
-          m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
-          m.op({.kind = OpKind::kMatmul, .dst = y, .a = x, .w = (*w)[1]});
-          m.op({.kind = OpKind::kScale, .dst = y, .w = (*w)[2]});
-          m.g.logits = y;
-          return m.g;
-        };
+        OpCase c = scaled_matmul_case(type, k, rows, nt, w);
         c.abs_tol = [=](const Weights& ws, const std::vector<int32_t>& tokens) {
           const auto& t = ws.table;
           return block_matmul_bounds(type, t[static_cast<size_t>((*w)[0])], t[static_cast<size_t>((*w)[1])],
                                      t[static_cast<size_t>((*w)[2])], tokens);
         };
         c.others_may_refuse = true;
-        c.steps = {nt};
         cases.push_back(c);
       }
     }
     // embed: the dequantized rows, on every backend.
-    auto w = std::make_shared<std::array<hal::WeightId, 1>>();
-    OpCase c;
-    c.name = "embed_" + std::string(ggml_type_name(type));
-    c.make_weights = [=](Weights& ws, std::mt19937& rng) { (*w)[0] = ws.add_float_type(type, 256, 64, rng); };
-    c.graph = [=](int64_t pos0, int64_t t) {
-      GraphMaker m;
-      m.g.n_tokens = t;
-      m.g.pos0 = pos0;
-      const ActId x = m.act(t, 256);
-      m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
-      m.g.logits = x;
-      return m.g;
-    };
-    c.steps = {5};
-    c.rel_tol = 0.0;
-    c.others_may_refuse = true;
-    cases.push_back(c);
+    OpCase e = embed_case(type, 256);
+    e.rel_tol = 0.0;
+    e.others_may_refuse = true;
+    cases.push_back(e);
   }
-  for (GgmlType type : {GgmlType::kF16}) {  // Q8_0 with the block formats above
-    auto w = std::make_shared<std::array<hal::WeightId, 1>>();
-    OpCase c;
-    c.name = "embed_" + std::string(ggml_type_name(type));
-    c.make_weights = [=](Weights& ws, std::mt19937& rng) { (*w)[0] = ws.add_float_type(type, 128, 64, rng); };
-    c.graph = [=](int64_t pos0, int64_t t) {
-      GraphMaker m;
-      m.g.n_tokens = t;
-      m.g.pos0 = pos0;
-      const ActId x = m.act(t, 128);
-      m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
-      m.g.logits = x;
-      return m.g;
-    };
-    c.steps = {5};
-    cases.push_back(c);
-  }
+  cases.push_back(embed_case(GgmlType::kF16, 128));  // Q8_0 with the block formats above
   for (OpKind kind : {OpKind::kSiluMul, OpKind::kRelu2Mul, OpKind::kAdd}) {
     auto w = std::make_shared<std::array<hal::WeightId, 2>>();
     OpCase c;
