@@ -226,61 +226,39 @@ int32_t bsums_dot(const uint8_t* q8k, int16x8_t lo, int16x8_t hi) {
 // Q4_K (144 bytes: fp16 d, fp16 dmin, scales[12], qs[128]: 64-element chunk c in qs[32c..32c+31],
 // sub-block 2c in the low nibbles, 2c + 1 in the high ones) against Q8_K (float d, int8 qs[256],
 // int16 bsums[16]): one 32-element dot per sub-block times its scale in int32; the mins come
-// from the bsums (min_term).
-float dot_q4_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
-  const uint8x16_t low4 = vdupq_n_u8(0x0f);
-  float sum = 0.0f;
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* wb = w + b * 144;
-    const uint8_t* ab = a + b * 292;
-    uint8_t sm[16];
-    unpack_scales_mins(wb + 4, sm);
-    const int8_t* q8 = as_i8(ab + 4);
-    int32x4_t isum = vdupq_n_s32(0);
-    for (int c = 0; c < 4; ++c) {
-      const uint8x16_t q0 = vld1q_u8(wb + 16 + 32 * c);
-      const uint8x16_t q1 = vld1q_u8(wb + 32 + 32 * c);
-      const int8_t* x = q8 + 64 * c;
-      const int32x4_t lo = dot32_small(vdupq_n_s32(0), as_s8(vandq_u8(q0, low4)), vld1q_s8(x),
-                                       as_s8(vandq_u8(q1, low4)), vld1q_s8(x + 16));
-      const int32x4_t hi = dot32_small(vdupq_n_s32(0), as_s8(vshrq_n_u8(q0, 4)), vld1q_s8(x + 32),
-                                       as_s8(vshrq_n_u8(q1, 4)), vld1q_s8(x + 48));
-      isum = vmlaq_n_s32(isum, lo, sm[2 * c]);
-      isum = vmlaq_n_s32(isum, hi, sm[2 * c + 1]);
-    }
-    const float d_a = load_f32(ab);
-    sum += load_fp16(wb) * d_a * static_cast<float>(vaddvq_s32(isum)) -
-           load_fp16(wb + 2) * d_a * static_cast<float>(min_term(ab, sm + 8));
-  }
-  return sum;
-}
-
-// Q5_K (176 bytes: fp16 d, fp16 dmin, scales[12], qh[32], qs[128] as Q4_K's): as Q4_K, the fifth
-// bit of element 64c + 32k + l is bit 2c + k of qh[l], moved to bit 4 of the nibble; qh shifts
-// down by 2 per chunk.
-float dot_q5_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+// from the bsums (min_term). Q5_K (kQ5; 176 bytes: fp16 d, fp16 dmin, scales[12], qh[32],
+// qs[128] as Q4_K's): the fifth bit of element 64c + 32k + l is bit 2c + k of qh[l], moved to
+// bit 4 of the nibble; qh shifts down by 2 per chunk.
+template <bool kQ5>
+float dot_q45_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  constexpr int64_t kBlockBytes = kQ5 ? 176 : 144;
+  constexpr int64_t kQs = kQ5 ? 48 : 16;  // offset of qs in the block
   const uint8x16_t low4 = vdupq_n_u8(0x0f);
   const uint8x16_t bit0 = vdupq_n_u8(1);
   const uint8x16_t bit1 = vdupq_n_u8(2);
   float sum = 0.0f;
   for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* wb = w + b * 176;
+    const uint8_t* wb = w + b * kBlockBytes;
     const uint8_t* ab = a + b * 292;
     uint8_t sm[16];
     unpack_scales_mins(wb + 4, sm);
     const int8_t* q8 = as_i8(ab + 4);
-    uint8x16_t qh0 = vld1q_u8(wb + 16);
-    uint8x16_t qh1 = vld1q_u8(wb + 32);
+    uint8x16_t qh0 = kQ5 ? vld1q_u8(wb + 16) : vdupq_n_u8(0);
+    uint8x16_t qh1 = kQ5 ? vld1q_u8(wb + 32) : vdupq_n_u8(0);
     int32x4_t isum = vdupq_n_s32(0);
     for (int c = 0; c < 4; ++c) {
-      const uint8x16_t q0 = vld1q_u8(wb + 48 + 32 * c);
-      const uint8x16_t q1 = vld1q_u8(wb + 64 + 32 * c);
-      const uint8x16_t lo0 = vorrq_u8(vandq_u8(q0, low4), vshlq_n_u8(vandq_u8(qh0, bit0), 4));
-      const uint8x16_t lo1 = vorrq_u8(vandq_u8(q1, low4), vshlq_n_u8(vandq_u8(qh1, bit0), 4));
-      const uint8x16_t hi0 = vorrq_u8(vshrq_n_u8(q0, 4), vshlq_n_u8(vandq_u8(qh0, bit1), 3));
-      const uint8x16_t hi1 = vorrq_u8(vshrq_n_u8(q1, 4), vshlq_n_u8(vandq_u8(qh1, bit1), 3));
-      qh0 = vshrq_n_u8(qh0, 2);
-      qh1 = vshrq_n_u8(qh1, 2);
+      const uint8x16_t q0 = vld1q_u8(wb + kQs + 32 * c);
+      const uint8x16_t q1 = vld1q_u8(wb + kQs + 16 + 32 * c);
+      uint8x16_t lo0 = vandq_u8(q0, low4), lo1 = vandq_u8(q1, low4);
+      uint8x16_t hi0 = vshrq_n_u8(q0, 4), hi1 = vshrq_n_u8(q1, 4);
+      if constexpr (kQ5) {
+        lo0 = vorrq_u8(lo0, vshlq_n_u8(vandq_u8(qh0, bit0), 4));
+        lo1 = vorrq_u8(lo1, vshlq_n_u8(vandq_u8(qh1, bit0), 4));
+        hi0 = vorrq_u8(hi0, vshlq_n_u8(vandq_u8(qh0, bit1), 3));
+        hi1 = vorrq_u8(hi1, vshlq_n_u8(vandq_u8(qh1, bit1), 3));
+        qh0 = vshrq_n_u8(qh0, 2);
+        qh1 = vshrq_n_u8(qh1, 2);
+      }
       const int8_t* x = q8 + 64 * c;
       const int32x4_t lo = dot32_small(vdupq_n_s32(0), as_s8(lo0), vld1q_s8(x), as_s8(lo1), vld1q_s8(x + 16));
       const int32x4_t hi = dot32_small(vdupq_n_s32(0), as_s8(hi0), vld1q_s8(x + 32), as_s8(hi1), vld1q_s8(x + 48));
@@ -459,8 +437,8 @@ QuantDotFn quant_dot(GgmlType type) {
     case GgmlType::kQ4_0: return dot_q4_0_q8_0;
     case GgmlType::kQ4_1: return dot_q4_1_q8_1;
     case GgmlType::kQ8_0: return dot_q8_0_q8_0;
-    case GgmlType::kQ4_K: return dot_q4_K_q8_K;
-    case GgmlType::kQ5_K: return dot_q5_K_q8_K;
+    case GgmlType::kQ4_K: return dot_q45_K_q8_K<false>;
+    case GgmlType::kQ5_K: return dot_q45_K_q8_K<true>;
     case GgmlType::kQ6_K: return dot_q6_K_q8_K;
     case GgmlType::kQ5_0: return dot_q5_0_q8_0;
     case GgmlType::kQ5_1: return dot_q5_1_q8_1;
