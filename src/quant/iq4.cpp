@@ -80,14 +80,7 @@ void fit_codes(const float* xb, float id, uint8_t* Lb, float* sumqx, float* sumq
 // first guess's codes into Lb and returns the scale; false (Lb untouched) for an all-zero block.
 bool search_scale(const float* xb, int ntry, uint8_t* Lb, float* scale) {
   float amax = 0.0f;
-  float max = 0.0f;
-  for (int j = 0; j < 32; ++j) {
-    const float ax = std::fabs(xb[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = xb[j];
-    }
-  }
+  const float max = max_by_magnitude(xb, 32, &amax);
   if (amax < kGroupMaxEps) return false;
   const auto v0 = static_cast<float>(kIq4NlValues[0]);
   float d = ntry > 0 ? -max / v0 : max / v0;

@@ -10,16 +10,22 @@ constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 
 }  // namespace
 
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f;  // the element of largest magnitude, with its sign
-  float amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
+float max_by_magnitude(const float* x, int64_t n, float* amax) {
+  float max = 0.0f;
+  *amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
+    if (ax > *amax) {
+      *amax = ax;
       max = x[i];
     }
   }
+  return max;
+}
+
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+  float amax = 0.0f;
+  const float max = max_by_magnitude(x, n, &amax);
   if (amax < kGroupMaxEps) {
     std::fill(L, L + n, int8_t{0});
     return 0.0f;
@@ -64,15 +70,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
 }
 
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f;  // the element of largest magnitude, with its sign
   float amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  const float max = max_by_magnitude(x, n, &amax);
   if (amax < kGroupMaxEps) {
     std::fill(L, L + n, int8_t{0});
     return 0.0f;

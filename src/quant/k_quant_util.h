@@ -24,6 +24,10 @@ inline int nearest_int(float f) {
   return static_cast<int>(std::bit_cast<uint32_t>(v) & 0x007fffffu) - 0x00400000;
 }
 
+// The first element of x[n] of largest magnitude, with its sign (ggml's max in make_qx_quants,
+// quantize_row_q8_K_ref, ...); *amax is its magnitude (0 for an all-zero group).
+float max_by_magnitude(const float* x, int64_t n, float* amax);
+
 // ggml's make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL), the call of the reference
 // Q6_K quantizer: symmetric levels L[i] = l + nmax, l in [-nmax, nmax-1], for the group x[n];
 // returns the scale (x ~ scale * l). Element i weighs x[i]^2; 18 scales near -nmax / max are

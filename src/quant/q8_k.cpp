@@ -10,15 +10,8 @@
 namespace bitnet::quant {
 
 void q8_K_quantize_block(const float* x, uint8_t* dst) {
-  float max = 0.0f;  // the element of largest magnitude, with its sign
   float amax = 0.0f;
-  for (int64_t j = 0; j < kQK_K; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
+  const float max = max_by_magnitude(x, kQK_K, &amax);  // with its sign
   if (amax == 0.0f) {
     std::memset(dst, 0, kQ8_KBlockBytes);
     return;
