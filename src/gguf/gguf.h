@@ -157,6 +157,8 @@ class Writer {
   };
   // The header and tensor table, padded to the data alignment when tensors follow.
   std::vector<uint8_t> serialize_header() const;
+  // The bytes a new tensor of this name, type and shape needs, or why it cannot be added.
+  Result<uint64_t> check_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne) const;
   void set(Entry entry);
   // The alignment the data is laid out with: a valid general.alignment entry, else alignment_.
   uint64_t layout_alignment() const;

@@ -149,17 +149,7 @@ Status Writer::set_value(std::string key, const Value& v) {
   return Status::ok_status();
 }
 
-Status Writer::add_tensor_layout(std::string name, GgmlType type, std::vector<int64_t> ne) {
-  auto n_bytes = ggml_tensor_shape_n_bytes(type, ne);
-  if (!n_bytes.ok()) return n_bytes.status().with_context("gguf writer: tensor '" + name + "'");
-  BITNET_RETURN_IF_ERROR(add_tensor(std::move(name), type, std::move(ne), std::vector<uint8_t>(*n_bytes)));
-  tensors_.back().data.clear();
-  tensors_.back().data.shrink_to_fit();
-  return Status::ok_status();
-}
-
-Status Writer::add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne,
-                          std::vector<uint8_t> data) {
+Result<uint64_t> Writer::check_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne) const {
   for (const Tensor& t : tensors_) {
     if (t.name == name) return invalid_argument("gguf writer: duplicate tensor '" + name + "'");
   }
@@ -173,11 +163,23 @@ Status Writer::add_tensor(std::string name, GgmlType type, std::vector<int64_t> 
       }
     }
   }
-  if (data.size() != *n_bytes) {
+  return *n_bytes;
+}
+
+Status Writer::add_tensor_layout(std::string name, GgmlType type, std::vector<int64_t> ne) {
+  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, check_tensor(name, type, ne));
+  tensors_.push_back({std::move(name), type, std::move(ne), {}, n_bytes});
+  return Status::ok_status();
+}
+
+Status Writer::add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne,
+                          std::vector<uint8_t> data) {
+  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, check_tensor(name, type, ne));
+  if (data.size() != n_bytes) {
     return invalid_argument("gguf writer: tensor '" + name + "' has " + std::to_string(data.size()) +
-                            " bytes of data, its type and shape need " + std::to_string(*n_bytes));
+                            " bytes of data, its type and shape need " + std::to_string(n_bytes));
   }
-  tensors_.push_back({std::move(name), type, std::move(ne), std::move(data), *n_bytes});
+  tensors_.push_back({std::move(name), type, std::move(ne), std::move(data), n_bytes});
   return Status::ok_status();
 }
 

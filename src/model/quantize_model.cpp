@@ -134,16 +134,10 @@ std::vector<TensorPlan> plan_quantization(const std::vector<TensorShape>& tensor
 
 namespace {
 
-// Tensor t of `f` converted as planned.
+// Tensor t converted as planned (quantize_model checked the types before writing anything).
 Result<std::vector<uint8_t>> convert(const gguf::TensorInfo& t, const TensorPlan& p, int n_threads) {
   const std::span<const uint8_t> bytes(t.data, t.n_bytes);
   if (p.to == p.from) return std::vector<uint8_t>(bytes.begin(), bytes.end());
-  if (!quant::can_dequantize(p.from)) {
-    return unsupported(fmt::format("{}: cannot read its {} weights", t.name, ggml_type_name(p.from)));
-  }
-  if (!quant::can_quantize(p.to)) {
-    return unsupported(fmt::format("{}: cannot write {} weights", t.name, ggml_type_name(p.to)));
-  }
   const int64_t n = t.n_elems();
   if (p.from == GgmlType::kI2_S || p.to == GgmlType::kI2_S) {
     // I2_S holds one scale for the whole tensor: converted whole.
