@@ -50,10 +50,12 @@ enum class RopeStyle : uint8_t {
 
 enum class OpKind : uint8_t {
   kEmbed,        // dst[t] = row tokens[t] of weight w (any dequantizable type)
-  kRmsNorm,      // dst = a / sqrt(mean(a^2) + eps) * w
+  kRmsNorm,      // dst = a / sqrt(mean(a^2) + eps) * w, over each row, or over each of the
+                 // n_head equal slices of a row when n_head > 0 (w: one slice; qwen3's q/k norm)
   kQuantizeAct,  // dst (kQ8) = per-row int8 of a: s = 127/max(|a|,1e-5), round half to even
   kMatmul,       // dst[t][r] = sum_k w[r][k] * a[t][k]; a kQ8 => ternary W2A8 path
   kScale,        // dst *= w[0] (per-linear .scale tensors)
+  kBias,         // dst[t] += w (one row of n_cols floats added to every row: linear biases)
   kRope,         // rotate dst in place (n_head heads of head_dim), positions pos0 + t
   kStoreKv,      // write rows of a (K) and b (V) into layer il's cache at positions pos0 + t
   kAttention,    // dst = causal softmax(q k^T * scale) v over the cache of layer il
@@ -70,6 +72,7 @@ constexpr std::string_view op_name(OpKind kind) {
     case OpKind::kQuantizeAct: return "quantize_act";
     case OpKind::kMatmul: return "matmul";
     case OpKind::kScale: return "scale";
+    case OpKind::kBias: return "bias";
     case OpKind::kRope: return "rope";
     case OpKind::kStoreKv: return "store_kv";
     case OpKind::kAttention: return "attention";
@@ -89,7 +92,7 @@ struct Op {
   ActId b = kNone;
   WeightId w = kNone;
   int32_t il = 0;        // layer index (kStoreKv, kAttention)
-  int32_t n_head = 0;    // kRope: heads in dst
+  int32_t n_head = 0;    // kRope: heads in dst; kRmsNorm: slices normalized apart (0: whole rows)
   int64_t row0 = 0;      // kCopyRows
   float eps = 0.0f;      // kRmsNorm
 };

@@ -153,7 +153,12 @@ Status OpCheck::run(size_t index, const Op& op) {
       BITNET_RETURN_IF_ERROR(need_weight(op));
       BITNET_RETURN_IF_ERROR(same_shape(act(op.dst), act(op.a)));
       const WeightShape& w = weight(op.w);
-      if (w.n_rows != 1 || w.n_cols != act(op.dst).n_cols || w.ternary) return bug("norm weight does not match the rows");
+      const int64_t n_cols = act(op.dst).n_cols;
+      if (op.n_head < 0 || (op.n_head > 0 && n_cols % op.n_head != 0)) {
+        return bug(fmt::format("rows of {} do not split into {} slices", n_cols, op.n_head));
+      }
+      const int64_t slice = op.n_head > 0 ? n_cols / op.n_head : n_cols;
+      if (w.n_rows != 1 || w.n_cols != slice || w.ternary) return bug("norm weight does not match the rows");
       return {};
     }
     case OpKind::kQuantizeAct: {
@@ -167,6 +172,13 @@ Status OpCheck::run(size_t index, const Op& op) {
       BITNET_RETURN_IF_ERROR(need_weight(op));
       const WeightShape& w = weight(op.w);
       if (w.n_cols * w.n_rows != 1 || w.ternary) return bug("a scale weight holds one float");
+      return {};
+    }
+    case OpKind::kBias: {
+      BITNET_RETURN_IF_ERROR(acts(op, false, false));
+      BITNET_RETURN_IF_ERROR(need_weight(op));
+      const WeightShape& w = weight(op.w);
+      if (w.n_rows != 1 || w.n_cols != act(op.dst).n_cols || w.ternary) return bug("bias does not match the rows");
       return {};
     }
     case OpKind::kRope: return rope(op);

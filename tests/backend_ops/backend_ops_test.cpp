@@ -235,6 +235,55 @@ std::vector<OpCase> make_cases() {
       cases.push_back(c);
     }
   }
+  // qwen3's q/k norms: each head slice of a row normalized on its own, in place.
+  for (auto [n_head, head_dim] : {std::pair<int32_t, int64_t>{4, 96}, {2, 128}, {5, 64}}) {
+    for (int64_t nt : {1, 7}) {
+      auto w = std::make_shared<std::array<hal::WeightId, 2>>();
+      const int64_t n = n_head * head_dim;
+      OpCase c;
+      c.name = "head_norm_" + std::to_string(n_head) + "x" + std::to_string(head_dim) + "_t" + std::to_string(nt);
+      c.make_weights = [=](Weights& ws, std::mt19937& rng) {
+        (*w)[0] = ws.add_f32(n, 64, rng);
+        (*w)[1] = ws.add_f32(head_dim, 1, rng);
+      };
+      c.graph = [=](int64_t pos0, int64_t t) {
+        GraphMaker m;
+        m.g.n_tokens = t;
+        m.g.pos0 = pos0;
+        const ActId x = m.act(t, n);
+        m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
+        m.op({.kind = OpKind::kRmsNorm, .dst = x, .a = x, .w = (*w)[1], .n_head = n_head, .eps = 1e-6f});
+        m.g.logits = x;
+        return m.g;
+      };
+      c.steps = {nt};
+      cases.push_back(c);
+    }
+  }
+  // Linear biases (qwen2): one row added to every token's row.
+  for (int64_t n : {64, 1000}) {
+    for (int64_t nt : {1, 7}) {
+      auto w = std::make_shared<std::array<hal::WeightId, 2>>();
+      OpCase c;
+      c.name = "bias_" + std::to_string(n) + "_t" + std::to_string(nt);
+      c.make_weights = [=](Weights& ws, std::mt19937& rng) {
+        (*w)[0] = ws.add_f32(n, 64, rng);
+        (*w)[1] = ws.add_f32(n, 1, rng);
+      };
+      c.graph = [=](int64_t pos0, int64_t t) {
+        GraphMaker m;
+        m.g.n_tokens = t;
+        m.g.pos0 = pos0;
+        const ActId x = m.act(t, n);
+        m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
+        m.op({.kind = OpKind::kBias, .dst = x, .w = (*w)[1]});
+        m.g.logits = x;
+        return m.g;
+      };
+      c.steps = {nt};
+      cases.push_back(c);
+    }
+  }
   for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
     for (auto [k, rows] : {std::pair<int64_t, int64_t>{256, 96}, {512, 37}, {768, 256}}) {
       for (int64_t nt : {1, 7}) {

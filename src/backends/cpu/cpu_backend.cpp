@@ -34,7 +34,8 @@ int64_t min_chunk(int64_t work_per_item, int64_t floor = 1) {
 
 // An rms_norm whose output the next op quantizes for a W2A8 matmul: one loop does both.
 bool norm_then_quantize(const hal::Op& norm, const hal::Op& next) {
-  return norm.kind == hal::OpKind::kRmsNorm && next.kind == hal::OpKind::kQuantizeAct && next.a == norm.dst;
+  return norm.kind == hal::OpKind::kRmsNorm && norm.n_head == 0 && next.kind == hal::OpKind::kQuantizeAct &&
+         next.a == norm.dst;
 }
 
 // Matmuls run as one parallel loop at most (Q, K, V is the longest run in the op lists).
@@ -280,6 +281,14 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op, std::span<
       kernels_used_.add(KernelsUsed::kScale);
       return {};
     }
+    case hal::OpKind::kBias: {
+      const hal::ActDesc& d = desc(op.dst);
+      const float* b = weight(op.w).values.data();
+      float* y = f32(op.dst);
+      for (int64_t t = 0; t < d.n_rows; ++t) kernels_->add(y + t * d.n_cols, b, d.n_cols, y + t * d.n_cols);
+      kernels_used_.add(KernelsUsed::kAdd);
+      return {};
+    }
     case hal::OpKind::kRope:
       rope(graph, desc(op.dst), op);
       return {};
@@ -308,6 +317,15 @@ void CpuBackend::rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::O
   const float* x = f32(op.a);
   float* y = f32(op.dst);
   Q8Buffer* q = quantize != nullptr ? &acts_[static_cast<size_t>(quantize->dst)].q8 : nullptr;
+  if (op.n_head > 0) {  // each head slice on its own: the rows are contiguous slices
+    BITNET_CHECK(q == nullptr);
+    const int64_t n = d.n_cols / op.n_head;
+    pool_.parallel_for(d.n_rows * op.n_head, min_chunk(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) kernels_->rms_norm_row(x + r * n, g, n, op.eps, y + r * n);
+    });
+    kernels_used_.add(KernelsUsed::kRmsNorm);
+    return;
+  }
   pool_.parallel_for(d.n_rows, min_chunk(d.n_cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       kernels_->rms_norm_row(x + r * d.n_cols, g, d.n_cols, op.eps, y + r * d.n_cols);

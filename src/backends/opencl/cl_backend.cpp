@@ -226,9 +226,12 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
     case hal::OpKind::kRmsNorm: {
       const hal::ActDesc& d = desc(op.dst);
       const DeviceWeight* w = weight(op.w);  // 1-D weights are uploaded as F32
+      // Per-head slices (n_head > 0) are rows of their own: the slices of a row are contiguous.
+      const int64_t slices = op.n_head > 0 ? op.n_head : 1;
       cl_kernel k = kernels_.get("rms_norm_f32");
-      BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), act(op.a), w->chunks[0].data.get(), static_cast<cl_int>(d.n_cols), op.eps));
-      return enqueue("rms_norm_f32", {static_cast<size_t>(d.n_rows) * wg, 1, 1}, true);
+      BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), act(op.a), w->chunks[0].data.get(),
+                                      static_cast<cl_int>(d.n_cols / slices), op.eps));
+      return enqueue("rms_norm_f32", {static_cast<size_t>(d.n_rows * slices) * wg, 1, 1}, true);
     }
     case hal::OpKind::kQuantizeAct: {
       const hal::ActDesc& d = desc(op.dst);
@@ -246,6 +249,14 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
       const auto n = static_cast<cl_ulong>(d.n_rows * d.n_cols);
       BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), w->chunks[0].data.get(), n));
       return enqueue("scale_f32", {n, 1, 1}, false);
+    }
+    case hal::OpKind::kBias: {
+      const hal::ActDesc& d = desc(op.dst);
+      const DeviceWeight* w = weight(op.w);  // 1-D weights are uploaded as F32
+      cl_kernel k = kernels_.get("bias_f32");
+      const auto n = static_cast<cl_ulong>(d.n_rows * d.n_cols);
+      BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), w->chunks[0].data.get(), static_cast<cl_ulong>(d.n_cols), n));
+      return enqueue("bias_f32", {n, 1, 1}, false);
     }
     case hal::OpKind::kRope: {
       const hal::ActDesc& d = desc(op.dst);

@@ -72,11 +72,15 @@ Status VulkanBackend::record_op(VkCommandBuffer cb, const hal::Graph& graph, con
     case hal::OpKind::kRmsNorm: {
       const DeviceWeight& w = weight(op.w);
       const hal::ActDesc& d = desc(op.dst);
-      if (w.format != DeviceFormat::kF32 || w.n_rows != 1 || w.n_cols != d.n_cols) return shape_error(op, "the gain is not one row of n_cols");
+      // Per-head slices (n_head > 0) are rows of their own: the slices of a row are contiguous.
+      const int64_t slices = op.n_head > 0 ? op.n_head : 1;
+      if (d.n_cols % slices != 0 || w.format != DeviceFormat::kF32 || w.n_rows != 1 || w.n_cols != d.n_cols / slices) {
+        return shape_error(op, "the gain is not one row (slice) of n_cols");
+      }
       if (!is_f32(op.a) || !is_f32(op.dst) || !same_shape(op.a, op.dst)) return shape_error(op, "a and dst differ");
-      const uint32_t push[] = {u32(d.n_cols), f32_bits(op.eps)};
+      const uint32_t push[] = {u32(d.n_cols / slices), f32_bits(op.eps)};
       return dispatch(cb, Kernel::kRmsNorm, {bind(act(op.a).f32), bind(w.chunks[0].data), bind(act(op.dst).f32)},
-                      push, sizeof(push), u32(d.n_rows));
+                      push, sizeof(push), u32(d.n_rows * slices));
     }
     case hal::OpKind::kQuantizeAct: {
       const hal::ActDesc& d = desc(op.dst);
@@ -96,6 +100,19 @@ Status VulkanBackend::record_op(VkCommandBuffer cb, const hal::Graph& graph, con
       const uint32_t groups = ceil_div(n, 256);
       const uint32_t gx = std::min(groups, kMaxGroups);
       return dispatch(cb, Kernel::kScale, {bind(act(op.dst).f32), bind(w.chunks[0].data), bind(act(op.dst).f32)},
+                      push, sizeof(push), gx, ceil_div(groups, gx));
+    }
+    case hal::OpKind::kBias: {
+      const DeviceWeight& w = weight(op.w);
+      const hal::ActDesc& d = desc(op.dst);
+      if (w.format != DeviceFormat::kF32 || w.n_rows != 1 || w.n_cols != d.n_cols || !is_f32(op.dst)) {
+        return shape_error(op, "needs a float bias of one row and F32 dst");
+      }
+      const uint64_t n = static_cast<uint64_t>(d.n_rows * d.n_cols);
+      const uint32_t push[] = {u32(static_cast<int64_t>(n)), u32(d.n_cols)};
+      const uint32_t groups = ceil_div(n, 256);
+      const uint32_t gx = std::min(groups, kMaxGroups);
+      return dispatch(cb, Kernel::kBias, {bind(act(op.dst).f32), bind(w.chunks[0].data), bind(act(op.dst).f32)},
                       push, sizeof(push), gx, ceil_div(groups, gx));
     }
     case hal::OpKind::kRope: {

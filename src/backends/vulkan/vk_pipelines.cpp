@@ -58,6 +58,7 @@ constexpr KernelDesc kKernels[] = {
     {"vulkan:silu_mul", "eltwise.spv", 1, 256},
     {"vulkan:relu2_mul", "eltwise.spv", 2, 256},
     {"vulkan:scale", "eltwise.spv", 3, 256},
+    {"vulkan:bias", "eltwise.spv", 4, 256},
 };
 static_assert(std::size(kKernels) == static_cast<size_t>(Kernel::kCount));
 

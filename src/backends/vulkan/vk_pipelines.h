@@ -25,7 +25,7 @@ enum class Kernel : int {
   kRmsNorm,
   kRope,
   kAttention,
-  kAdd, kSiluMul, kRelu2Mul, kScale,
+  kAdd, kSiluMul, kRelu2Mul, kScale, kBias,
   kCount,
 };
 

@@ -19,6 +19,12 @@ __kernel void relu2_mul_f32(__global float* dst, __global const float* a, __glob
   }
 }
 
+// dst[i] += b[i % n_cols] (a linear's bias, one row added to every row); n: elements.
+__kernel void bias_f32(__global float* dst, __global const float* b, ulong n_cols, ulong n) {
+  const size_t i = get_global_id(0);
+  if (i < n) dst[i] = dst[i] + b[i % n_cols];
+}
+
 // dst *= w[0] (a {1}-shaped per-linear scale).
 __kernel void scale_f32(__global float* dst, __global const float* w, ulong n) {
   const size_t i = get_global_id(0);
