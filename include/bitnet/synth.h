@@ -1,5 +1,8 @@
 // Synthetic models: a GGUF with random ternary weights of any shape (including the real
-// BitNet b1.58 2B-4T shape), for tests and benchmarks. Not a trained model.
+// BitNet b1.58 2B-4T shape), for tests and benchmarks. Not a trained model. The float
+// architectures (llama, qwen2, qwen3) get the same ternary-valued linears stored as floats,
+// plus random biases (qwen2) and q/k norm gains (qwen3), so that other engines can run the
+// same file (tests/e2e/qwen_golden_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@ struct SynthShape {
   int64_t n_head = 4;
   int64_t n_head_kv = 2;
   int64_t n_ff = 768;
+  int64_t n_embd_head = 0;  // written as attention.key_length when set (qwen3); 0 = n_embd / n_head
   int64_t n_ctx = 2048;
   float rope_freq_base = 500000.0f;
 };
@@ -25,7 +29,8 @@ struct SynthShape {
 struct SynthOptions {
   std::string output_path;
   SynthShape shape;
-  std::string weight_type = "i2_s";  // i2_s | tq2_0 | tq1_0 | f16 | f32 (the 7 linears)
+  std::string weight_type = "i2_s";  // i2_s | tq2_0 | tq1_0 | f16 | f32 (the 7 linears; float
+                                     // architectures take f16 or f32)
   std::string vocab_from;            // copy tokenizer.* from this GGUF; empty = synthetic vocab
   uint64_t seed = 1;
 };

@@ -32,7 +32,8 @@ Result<ModelConfig> parse(const gguf::Writer& w) {
 TEST(ModelConfig, ActivationFollowsArchitectureAndHiddenAct) {
   struct Case { const char* arch; FfnAct act; };
   for (const Case c : {Case{"bitnet-b1.58", FfnAct::kRelu2}, Case{"bitnet-25", FfnAct::kRelu2},
-                       Case{"bitnet", FfnAct::kSilu}, Case{"llama", FfnAct::kSilu}}) {
+                       Case{"bitnet", FfnAct::kSilu}, Case{"llama", FfnAct::kSilu},
+                       Case{"qwen2", FfnAct::kSilu}, Case{"qwen3", FfnAct::kSilu}}) {
     auto cfg = parse(model_writer(c.arch));
     ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
     EXPECT_EQ(cfg->ffn_act, c.act) << c.arch;
@@ -57,11 +58,40 @@ TEST(ModelConfig, ReadsShapes) {
   EXPECT_FLOAT_EQ(cfg->rms_eps, 1e-5f);
 }
 
+// qwen3 files name a head size apart from n_embd / n_head (Qwen3-0.6B: 1024 wide, 16 heads of 128).
+TEST(ModelConfig, HeadSizeFromKeyLength) {
+  gguf::Writer w = model_writer("qwen3");
+  w.set_u32("qwen3.attention.key_length", 96);
+  w.set_u32("qwen3.attention.value_length", 96);
+  w.set_u32("qwen3.rope.dimension_count", 96);
+  auto cfg = parse(w);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
+  EXPECT_EQ(cfg->n_embd_head, 96);
+  EXPECT_EQ(cfg->n_embd_q(), 384);
+  EXPECT_EQ(cfg->n_embd_kv(), 192);
+  EXPECT_EQ(cfg->n_rot, 96);
+  EXPECT_FALSE(cfg->is_bitnet());
+
+  gguf::Writer v = model_writer("qwen3");
+  v.set_u32("qwen3.attention.key_length", 96);
+  v.set_u32("qwen3.attention.value_length", 64);
+  auto differ = parse(v);
+  ASSERT_FALSE(differ.ok());
+  EXPECT_EQ(differ.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(differ.status().message().find("value_length"), std::string::npos);
+
+  gguf::Writer z = model_writer("qwen3");
+  z.set_u32("qwen3.attention.key_length", 0);
+  EXPECT_EQ(parse(z).status().code(), StatusCode::kCorruptFile);
+}
+
 TEST(ModelConfig, ClearErrors) {
   auto unknown = parse(model_writer("mamba"));
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(unknown.status().message().find("unknown architecture 'mamba'"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find(std::string(supported_arch_names())), std::string::npos);
+  EXPECT_NE(std::string(supported_arch_names()).find("qwen2"), std::string::npos);
 
   gguf::Writer bad_act = model_writer("bitnet");
   bad_act.set_string("bitnet.hidden_act", "gelu");

@@ -44,6 +44,14 @@ void GraphBuilder::rms_norm(hal::ActId dst, hal::ActId src, hal::WeightId w) {
   push({.kind = hal::OpKind::kRmsNorm, .dst = dst, .a = src, .w = w, .eps = config_.rms_eps});
 }
 
+void GraphBuilder::head_norm(hal::ActId x, hal::WeightId w, int32_t n_head) {
+  push({.kind = hal::OpKind::kRmsNorm, .dst = x, .a = x, .w = w, .n_head = n_head, .eps = config_.rms_eps});
+}
+
+void GraphBuilder::bias(hal::ActId x, hal::WeightId b) {
+  if (b != hal::kNone) push({.kind = hal::OpKind::kBias, .dst = x, .w = b});
+}
+
 void GraphBuilder::quantize_for(hal::WeightId w, hal::ActId dst, hal::ActId src) {
   if (is_ternary(w)) push({.kind = hal::OpKind::kQuantizeAct, .dst = dst, .a = src});
 }

@@ -24,6 +24,10 @@ class GraphBuilder {
 
   void embed(hal::ActId dst, hal::WeightId w);
   void rms_norm(hal::ActId dst, hal::ActId src, hal::WeightId w);
+  // x = rms_norm of each of the n_head head slices of x's rows, with the one-head gain w.
+  void head_norm(hal::ActId x, hal::WeightId w, int32_t n_head);
+  // x[t] += b for every token t (nothing when b is kNone).
+  void bias(hal::ActId x, hal::WeightId b);
   // dst = W x (x quantized to int8 first when W is ternary: W2A8), then * scale if present.
   // `xq` is the quantized twin of x: pass the same id to several linears to quantize once.
   void linear(hal::ActId dst, hal::ActId x, hal::ActId xq, hal::WeightId w, hal::WeightId scale);

@@ -21,11 +21,13 @@ struct Loaded {
   Model model;
 };
 
-Loaded synth_model(const std::string& type) {
-  const auto path = std::filesystem::temp_directory_path() / ("graph_test_" + type + ".gguf");
+Loaded synth_model(const std::string& type, const std::string& arch = "bitnet-b1.58", int64_t head_dim = 0) {
+  const auto path = std::filesystem::temp_directory_path() / ("graph_test_" + type + "_" + arch + ".gguf");
   SynthOptions o;
   o.output_path = path.string();
   o.weight_type = type;
+  o.shape.architecture = arch;
+  o.shape.n_embd_head = head_dim;
   EXPECT_TRUE(synthesize_model(o).ok());
   auto file = gguf::File::open(path.string());
   EXPECT_TRUE(file.ok()) << file.status().to_string();
@@ -63,6 +65,46 @@ TEST(Graph, FloatWeightsTakeFloatActivations) {
     if (op.kind == hal::OpKind::kMatmul) {
       EXPECT_EQ(g.acts[static_cast<size_t>(op.a)].type, hal::ActType::kF32);
     }
+  }
+}
+
+// The kinds of the ops of layer 0, from its attention norm to its first rope.
+std::vector<hal::OpKind> attention_prefix(const hal::Graph& g) {
+  std::vector<hal::OpKind> kinds;
+  for (size_t i = 1; i < g.ops.size() && g.ops[i].kind != hal::OpKind::kRope; ++i) kinds.push_back(g.ops[i].kind);
+  return kinds;
+}
+
+TEST(Graph, Qwen2AddsTheQkvBiasesAfterTheThreeMatmuls) {
+  Loaded l = synth_model("f32", "qwen2");
+  const hal::Graph g = l.model.build_graph(4, 0, LogitRows::kLast);
+  const int n_layer = static_cast<int>(l.model.config().n_layer);
+  EXPECT_EQ(count(g, hal::OpKind::kBias), 3 * n_layer);
+  EXPECT_EQ(count(g, hal::OpKind::kRmsNorm), 2 * n_layer + 1);  // no sub-norms
+  EXPECT_EQ(g.rope.style, hal::RopeStyle::kNeox);
+  using K = hal::OpKind;
+  // Consecutive matmuls of one input stay consecutive, so a backend can run them as one pass.
+  EXPECT_EQ(attention_prefix(g), (std::vector<K>{K::kRmsNorm, K::kMatmul, K::kMatmul, K::kMatmul, K::kBias, K::kBias, K::kBias}));
+}
+
+TEST(Graph, Qwen3NormsEachHeadOfQAndKBeforeRope) {
+  Loaded l = synth_model("f32", "qwen3", 96);
+  const ModelConfig& c = l.model.config();
+  const hal::Graph g = l.model.build_graph(4, 0, LogitRows::kLast);
+  EXPECT_EQ(count(g, hal::OpKind::kBias), 0);
+  std::vector<int32_t> head_norms;
+  for (const hal::Op& op : g.ops) {
+    if (op.kind == hal::OpKind::kRmsNorm && op.n_head > 0) head_norms.push_back(op.n_head);
+  }
+  ASSERT_EQ(head_norms.size(), static_cast<size_t>(2 * c.n_layer));
+  EXPECT_EQ(head_norms[0], c.n_head);
+  EXPECT_EQ(head_norms[1], c.n_head_kv);
+  EXPECT_EQ(g.attn.head_dim, 96);
+  using K = hal::OpKind;
+  EXPECT_EQ(attention_prefix(g), (std::vector<K>{K::kRmsNorm, K::kMatmul, K::kMatmul, K::kMatmul, K::kRmsNorm, K::kRmsNorm}));
+  // Queries and the attention output are n_head * 96 = 384 wide, not n_embd = 256.
+  for (const hal::Op& op : g.ops) {
+    if (op.kind == hal::OpKind::kAttention) EXPECT_EQ(g.acts[static_cast<size_t>(op.dst)].n_cols, 384);
   }
 }
 

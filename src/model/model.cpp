@@ -56,14 +56,26 @@ class TableBuilder {
 
 Result<LayerWeights> load_layer(TableBuilder& t, const ModelConfig& c, int64_t il) {
   const std::string p = fmt::format("blk.{}.", il);
-  const int64_t n_embd = c.n_embd, n_ff = c.n_ff, n_kv = c.n_embd_kv();
+  const int64_t n_embd = c.n_embd, n_ff = c.n_ff, n_q = c.n_embd_q(), n_kv = c.n_embd_kv();
   const bool bitnet = c.is_bitnet();
   LayerWeights w;
   BITNET_ASSIGN_OR_RETURN(w.attn_norm, t.add(p + "attn_norm.weight", {n_embd}));
-  BITNET_ASSIGN_OR_RETURN(w.wq, t.add(p + "attn_q.weight", {n_embd, n_embd}));
+  BITNET_ASSIGN_OR_RETURN(w.wq, t.add(p + "attn_q.weight", {n_embd, n_q}));
   BITNET_ASSIGN_OR_RETURN(w.wk, t.add(p + "attn_k.weight", {n_embd, n_kv}));
   BITNET_ASSIGN_OR_RETURN(w.wv, t.add(p + "attn_v.weight", {n_embd, n_kv}));
-  BITNET_ASSIGN_OR_RETURN(w.wo, t.add(p + "attn_output.weight", {n_embd, n_embd}));
+  BITNET_ASSIGN_OR_RETURN(w.wo, t.add(p + "attn_output.weight", {n_q, n_embd}));
+  // As llama.cpp: qwen2 requires the Q/K/V biases, llama takes them (and Wo's) when present.
+  if (c.arch == Arch::kQwen2 || c.arch == Arch::kLlama) {
+    const bool optional = c.arch == Arch::kLlama;
+    BITNET_ASSIGN_OR_RETURN(w.bq, t.add(p + "attn_q.bias", {n_q}, optional));
+    BITNET_ASSIGN_OR_RETURN(w.bk, t.add(p + "attn_k.bias", {n_kv}, optional));
+    BITNET_ASSIGN_OR_RETURN(w.bv, t.add(p + "attn_v.bias", {n_kv}, optional));
+    BITNET_ASSIGN_OR_RETURN(w.bo, t.add(p + "attn_output.bias", {n_embd}, true));
+  }
+  if (c.arch == Arch::kQwen3) {
+    BITNET_ASSIGN_OR_RETURN(w.attn_q_norm, t.add(p + "attn_q_norm.weight", {c.n_embd_head}));
+    BITNET_ASSIGN_OR_RETURN(w.attn_k_norm, t.add(p + "attn_k_norm.weight", {c.n_embd_head}));
+  }
   BITNET_ASSIGN_OR_RETURN(w.ffn_norm, t.add(p + "ffn_norm.weight", {n_embd}));
   BITNET_ASSIGN_OR_RETURN(w.ffn_gate, t.add(p + "ffn_gate.weight", {n_embd, n_ff}));
   BITNET_ASSIGN_OR_RETURN(w.ffn_up, t.add(p + "ffn_up.weight", {n_embd, n_ff}));

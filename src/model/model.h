@@ -16,6 +16,9 @@ namespace gguf { class File; }
 struct LayerWeights {
   hal::WeightId attn_norm = hal::kNone;
   hal::WeightId wq = hal::kNone, wk = hal::kNone, wv = hal::kNone, wo = hal::kNone;
+  // Optional linear biases (qwen2 has bq, bk, bv; llama files may have any of the four).
+  hal::WeightId bq = hal::kNone, bk = hal::kNone, bv = hal::kNone, bo = hal::kNone;
+  hal::WeightId attn_q_norm = hal::kNone, attn_k_norm = hal::kNone;  // qwen3: per-head RMS norms
   hal::WeightId attn_sub_norm = hal::kNone;  // bitnet only
   hal::WeightId ffn_norm = hal::kNone;
   hal::WeightId ffn_gate = hal::kNone, ffn_up = hal::kNone, ffn_down = hal::kNone;

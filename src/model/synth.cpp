@@ -90,6 +90,14 @@ class Synth {
     return w.add_tensor(name, GgmlType::kF32, {n}, float_bytes(std::vector<float>(static_cast<size_t>(n), 1.0f), GgmlType::kF32));
   }
 
+  // An F32 vector of mean + sd * N(0, 1) values (biases, norm gains that are not all 1).
+  Status random_vector(gguf::Writer& w, const std::string& name, int64_t n, float mean, float sd) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> values(static_cast<size_t>(n));
+    for (float& v : values) v = mean + sd * normal(rng_);
+    return w.add_tensor(name, GgmlType::kF32, {n}, float_bytes(values, GgmlType::kF32));
+  }
+
   Status embedding(gguf::Writer& w, int64_t n_embd, int64_t n_vocab) {
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> values(static_cast<size_t>(n_embd * n_vocab));
@@ -184,18 +192,25 @@ Result<int64_t> copy_vocab(gguf::Writer& w, const std::string& path) {
 Status synthesize_model(const SynthOptions& o) {
   BITNET_ASSIGN_OR_RETURN(GgmlType type, parse_weight_type(o.weight_type));
   SynthShape s = o.shape;
-  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
-      s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0) {
-    return invalid_argument("inconsistent shape: need n_embd % n_head == 0 and n_head % n_head_kv == 0");
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_embd_head < 0 ||
+      (s.n_embd_head == 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0) {
+    return invalid_argument("inconsistent shape: need n_embd % n_head == 0 (or a head size) and n_head % n_head_kv == 0");
   }
+  const std::string& a = s.architecture;
+  const bool bitnet = a == "bitnet-b1.58" || a == "bitnet-25" || a == "bitnet";
+  if (!bitnet && a != "llama" && a != "qwen2" && a != "qwen3") {
+    return invalid_argument(fmt::format("synth writes bitnet-b1.58, bitnet-25, bitnet, llama, qwen2 or qwen3 models, not '{}'", a));
+  }
+  if (!bitnet && quant::is_ternary(type)) {
+    return invalid_argument(fmt::format("{} has float linears: use --weights f32 or f16", a));
+  }
+  if (s.n_embd_head != 0 && a != "qwen3") return invalid_argument("a head size apart from n_embd / n_head is for qwen3");
+  const int64_t head = s.n_embd_head != 0 ? s.n_embd_head : s.n_embd / s.n_head;
+  const int64_t n_q = head * s.n_head, n_kv = head * s.n_head_kv;
   if (quant::is_ternary(type) && (s.n_embd % 256 != 0 || s.n_ff % 256 != 0)) {
     return invalid_argument(fmt::format("{} needs n_embd and n_ff to be multiples of 256", o.weight_type));
   }
-  if (s.architecture != "bitnet-b1.58" && s.architecture != "bitnet-25" && s.architecture != "bitnet") {
-    return invalid_argument(fmt::format("synth writes bitnet models; '{}' is not bitnet-b1.58, bitnet-25 or bitnet", s.architecture));
-  }
   gguf::Writer w;
-  const std::string& a = s.architecture;
   w.set_string("general.architecture", a);
   w.set_string("general.name", fmt::format("synthetic-{}-{}", a, o.weight_type));
   if (!o.vocab_from.empty()) {
@@ -210,26 +225,38 @@ Status synthesize_model(const SynthOptions& o) {
   w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
   w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head));
+  if (s.n_embd_head != 0) {
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(head));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(head));
+  }
   w.set_f32(a + ".rope.freq_base", s.rope_freq_base);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
 
   Synth g(type, o.seed);
-  const int64_t n_kv = s.n_embd / s.n_head * s.n_head_kv;
   BITNET_RETURN_IF_ERROR(g.embedding(w, s.n_embd, s.n_vocab));
   BITNET_RETURN_IF_ERROR(g.norm(w, "output_norm.weight", s.n_embd));
   for (int64_t il = 0; il < s.n_layer; ++il) {
     const std::string p = fmt::format("blk.{}.", il);
     BITNET_RETURN_IF_ERROR(g.norm(w, p + "attn_norm.weight", s.n_embd));
-    BITNET_RETURN_IF_ERROR(g.linear(w, p + "attn_q.weight", s.n_embd, s.n_embd));
+    BITNET_RETURN_IF_ERROR(g.linear(w, p + "attn_q.weight", s.n_embd, n_q));
     BITNET_RETURN_IF_ERROR(g.linear(w, p + "attn_k.weight", s.n_embd, n_kv));
     BITNET_RETURN_IF_ERROR(g.linear(w, p + "attn_v.weight", s.n_embd, n_kv));
-    BITNET_RETURN_IF_ERROR(g.norm(w, p + "attn_sub_norm.weight", s.n_embd));
-    BITNET_RETURN_IF_ERROR(g.linear(w, p + "attn_output.weight", s.n_embd, s.n_embd));
+    if (a == "qwen2") {
+      BITNET_RETURN_IF_ERROR(g.random_vector(w, p + "attn_q.bias", n_q, 0.0f, 0.5f));
+      BITNET_RETURN_IF_ERROR(g.random_vector(w, p + "attn_k.bias", n_kv, 0.0f, 0.5f));
+      BITNET_RETURN_IF_ERROR(g.random_vector(w, p + "attn_v.bias", n_kv, 0.0f, 0.5f));
+    }
+    if (a == "qwen3") {
+      BITNET_RETURN_IF_ERROR(g.random_vector(w, p + "attn_q_norm.weight", head, 1.0f, 0.25f));
+      BITNET_RETURN_IF_ERROR(g.random_vector(w, p + "attn_k_norm.weight", head, 1.0f, 0.25f));
+    }
+    if (bitnet) BITNET_RETURN_IF_ERROR(g.norm(w, p + "attn_sub_norm.weight", n_q));
+    BITNET_RETURN_IF_ERROR(g.linear(w, p + "attn_output.weight", n_q, s.n_embd));
     BITNET_RETURN_IF_ERROR(g.norm(w, p + "ffn_norm.weight", s.n_embd));
     BITNET_RETURN_IF_ERROR(g.linear(w, p + "ffn_gate.weight", s.n_embd, s.n_ff));
     BITNET_RETURN_IF_ERROR(g.linear(w, p + "ffn_up.weight", s.n_embd, s.n_ff));
-    BITNET_RETURN_IF_ERROR(g.norm(w, p + "ffn_sub_norm.weight", s.n_ff));
+    if (bitnet) BITNET_RETURN_IF_ERROR(g.norm(w, p + "ffn_sub_norm.weight", s.n_ff));
     BITNET_RETURN_IF_ERROR(g.linear(w, p + "ffn_down.weight", s.n_ff, s.n_embd));
   }
   return w.write(o.output_path);

@@ -23,6 +23,7 @@ bool read_golden(const std::filesystem::path& stem, GoldenLogits& out, std::stri
     const std::string value = word.substr(eq + 1);
     if (key == "n_vocab") out.n_vocab = std::stoll(value);
     if (key == "n_tokens") out.n_tokens = std::stoll(value);
+    if (key == "model_sha256") out.model_sha256 = value;
     if (key == "ids") {
       std::stringstream ss(value);
       std::string id;

@@ -15,6 +15,7 @@ struct GoldenLogits {
   int64_t n_tokens = 0;
   std::vector<int32_t> ids;
   std::vector<float> logits;  // n_tokens * n_vocab
+  std::string model_sha256;   // of the model file, where the .txt names it
 };
 
 // Reads `<stem>.logits.txt` and `<stem>.logits.f32`; returns false with `error` set on failure.

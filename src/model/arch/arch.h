@@ -9,7 +9,8 @@
 
 namespace bitnet::arch {
 
-// Llama: pre-norm attention and SwiGLU FFN with residual adds.
+// Llama: pre-norm attention and SwiGLU FFN with residual adds; with the optional biases and
+// q/k norms of LayerWeights also qwen2 and qwen3.
 void build_llama_layer(GraphBuilder& g, const ModelConfig& c, const LayerWeights& w,
                        hal::ActId x, int32_t il);
 
@@ -22,9 +23,9 @@ void build_bitnet_layer(GraphBuilder& g, const ModelConfig& c, const LayerWeight
 struct LayerActs {
   hal::ActId norm;     // [n_tokens][n_embd]
   hal::ActId norm_q8;  // its int8 twin (W2A8)
-  hal::ActId q;        // [n_tokens][n_head * head_dim]
+  hal::ActId q;        // [n_tokens][n_head * head_dim] (n_embd_q)
   hal::ActId k, v;     // [n_tokens][n_head_kv * head_dim]
-  hal::ActId attn;     // [n_tokens][n_embd] attention output (before Wo)
+  hal::ActId attn;     // [n_tokens][n_embd_q] attention output (before Wo)
   hal::ActId attn_q8;
   hal::ActId out;      // [n_tokens][n_embd] output of Wo / Wdown
   hal::ActId gate, up; // [n_tokens][n_ff]
@@ -32,7 +33,8 @@ struct LayerActs {
 };
 LayerActs layer_acts(GraphBuilder& g, const ModelConfig& c);
 
-// a.attn = Attn(rope(Wq n), rope(Wk n), Wv n) with n = attn_norm(x); K and V go to the cache.
+// a.attn = Attn(rope(qn(Wq n + bq)), rope(kn(Wk n + bk)), Wv n + bv) with n = attn_norm(x),
+// each bias and per-head norm qn/kn only where the layer has it; K and V go to the cache.
 void self_attention(GraphBuilder& g, const ModelConfig& c, const LayerWeights& w,
                     const LayerActs& a, hal::ActId x, int32_t il);
 

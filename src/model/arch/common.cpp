@@ -6,11 +6,11 @@ LayerActs layer_acts(GraphBuilder& g, const ModelConfig& c) {
   LayerActs a;
   a.norm = g.act("norm", c.n_embd);
   a.norm_q8 = g.act("norm_q8", c.n_embd, hal::ActType::kQ8);
-  a.q = g.act("q", c.n_embd);
+  a.q = g.act("q", c.n_embd_q());
   a.k = g.act("k", c.n_embd_kv());
   a.v = g.act("v", c.n_embd_kv());
-  a.attn = g.act("attn", c.n_embd);
-  a.attn_q8 = g.act("attn_q8", c.n_embd, hal::ActType::kQ8);
+  a.attn = g.act("attn", c.n_embd_q());
+  a.attn_q8 = g.act("attn_q8", c.n_embd_q(), hal::ActType::kQ8);
   a.out = g.act("o", c.n_embd);
   a.gate = g.act("gate", c.n_ff);
   a.up = g.act("up", c.n_ff);
@@ -25,8 +25,14 @@ void self_attention(GraphBuilder& g, const ModelConfig& c, const LayerWeights& w
   g.linear(a.q, a.norm, a.norm_q8, w.wq, w.wq_scale);
   g.linear(a.k, a.norm, a.norm_q8, w.wk, w.wk_scale);
   g.linear(a.v, a.norm, a.norm_q8, w.wv, w.wv_scale);
-  g.rope(a.q, static_cast<int32_t>(c.n_head));
-  g.rope(a.k, static_cast<int32_t>(c.n_head_kv));
+  g.bias(a.q, w.bq);  // after the three matmuls, which a backend may run as one pass
+  g.bias(a.k, w.bk);
+  g.bias(a.v, w.bv);
+  const auto n_head = static_cast<int32_t>(c.n_head), n_head_kv = static_cast<int32_t>(c.n_head_kv);
+  if (w.attn_q_norm != hal::kNone) g.head_norm(a.q, w.attn_q_norm, n_head);
+  if (w.attn_k_norm != hal::kNone) g.head_norm(a.k, w.attn_k_norm, n_head_kv);
+  g.rope(a.q, n_head);
+  g.rope(a.k, n_head_kv);
   g.store_kv(a.k, a.v, il);
   g.attention(a.attn, a.q, il);
 }
