@@ -107,11 +107,11 @@ TEST(TokenizerFromGguf, RejectsMissingKeys) {
   expect_error(Tokenizer::from_gguf(*file), StatusCode::kNotFound, "tokenizer.ggml.merges");
 
   bpe.set_string_array("tokenizer.ggml.merges", {"a b"});
-  bpe.set_string("tokenizer.ggml.pre", "qwen2");
+  bpe.set_string("tokenizer.ggml.pre", "chatglm-bpe");
   bytes = bpe.serialize();
   file = gguf::File::parse(bytes, "vocab.gguf");
   ASSERT_TRUE(file.ok());
-  expect_error(Tokenizer::from_gguf(*file), StatusCode::kUnsupported, "qwen2");
+  expect_error(Tokenizer::from_gguf(*file), StatusCode::kUnsupported, "chatglm-bpe");
 
   bpe.set_string("tokenizer.ggml.pre", "llama-bpe");
   bytes = bpe.serialize();

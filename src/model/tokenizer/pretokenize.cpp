@@ -14,6 +14,7 @@ Result<PreTokenizerConfig> parse_pre_tokenizer(std::string_view pre) {
       "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1",
       "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"};
   static constexpr std::array<std::string_view, 2> kLlama3Regex = {"dbrx", "smaug-bpe"};
+  static constexpr std::array<std::string_view, 3> kQwen2 = {"qwen2", "deepseek-r1-qwen", "megrez"};
   static constexpr std::array<std::string_view, 9> kGpt2 = {
       "gpt-2", "phi-2", "gigachat", "a.x-4.0", "mellum", "modern-bert", "exaone4", "mpt", "olmo"};
   static constexpr std::array<std::string_view, 7> kDigitsThenGpt2 = {
@@ -26,11 +27,12 @@ Result<PreTokenizerConfig> parse_pre_tokenizer(std::string_view pre) {
   };
   if (in(kLlama3)) return PreTokenizerConfig{PreTokenizer::kLlama3, true, true};
   if (in(kLlama3Regex)) return PreTokenizerConfig{PreTokenizer::kLlama3, false, false};
+  if (in(kQwen2)) return PreTokenizerConfig{PreTokenizer::kQwen2, false, false};
   if (in(kGpt2)) return PreTokenizerConfig{PreTokenizer::kGpt2, false, false};
   if (in(kDigitsThenGpt2)) return PreTokenizerConfig{PreTokenizer::kDigitsThenGpt2, false, false};
   if (pre.empty() || pre == "default") return PreTokenizerConfig{};
   return unsupported("BPE pre-tokenizer '" + std::string(pre) +
-                     "' is not supported (supported: llama-bpe, gpt-2, smollm and their aliases, default)");
+                     "' is not supported (supported: llama-bpe, qwen2, gpt-2, smollm and their aliases, default)");
 }
 
 namespace {
@@ -75,7 +77,8 @@ struct Chunk {
 
 constexpr uint16_t kWordish = kCptWhitespace | kCptLetter | kCptNumber;
 
-void split_llama3(Chunk& c) {
+// Llama 3's regex; numbers in runs of up to max_digits (3; Qwen2: 1).
+void split_llama3(Chunk& c, size_t max_digits) {
   size_t pos = c.begin;
   while (pos < c.end) {
     const uint32_t cpt = c.cpt(pos);
@@ -91,11 +94,11 @@ void split_llama3(Chunk& c) {
       c.emit(pos);
       continue;
     }
-    // \p{N}{1,3}
+    // \p{N}{1,max_digits}
     if (f & kCptNumber) {
       size_t ini = pos;
       while (c.flag(pos) & kCptNumber) {
-        if (++pos - ini >= 3) {
+        if (++pos - ini >= max_digits) {
           c.emit(pos);
           ini = pos;
         }
@@ -257,7 +260,10 @@ void pretokenize(PreTokenizer pre, std::string_view text, std::vector<std::strin
   std::vector<size_t> lengths = {cpts.size()};
   switch (pre) {
     case PreTokenizer::kLlama3:
-      lengths = resplit(cpts, flags, lengths, split_llama3);
+      lengths = resplit(cpts, flags, lengths, [](Chunk& c) { split_llama3(c, 3); });
+      break;
+    case PreTokenizer::kQwen2:
+      lengths = resplit(cpts, flags, lengths, [](Chunk& c) { split_llama3(c, 1); });
       break;
     case PreTokenizer::kGpt2:
       lengths = resplit(cpts, flags, lengths, split_gpt2);

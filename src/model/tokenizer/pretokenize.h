@@ -16,6 +16,8 @@ enum class PreTokenizer {
   // Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
   //          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   kLlama3,
+  // Qwen2: Llama 3's regex with \p{N} (every digit a word of its own) instead of \p{N}{1,3}.
+  kQwen2,
   // GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
   kGpt2,
   // \p{N} (every number on its own), then GPT-2 within the pieces: llama.cpp's pre type for

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model/tokenizer/pretokenize.h"
+#include "model/tokenizer/test_util.h"
 #include "model/tokenizer/unicode.h"
 
 namespace bitnet::tok {
@@ -62,6 +63,62 @@ TEST(Pretokenize, Default) {
   EXPECT_EQ(s("`x`"), (Words{"`", "x", "`"}));
 }
 
+TEST(Pretokenize, Qwen2) {
+  const auto s = [](std::string_view t) { return split(PreTokenizer::kQwen2, t); };
+  EXPECT_EQ(s("a 1234"), (Words{"a", " ", "1", "2", "3", "4"}));
+  EXPECT_EQ(s("I'VE 'll"), (Words{"I", "'VE", " '", "ll"}));
+}
+
+// Each input of a llama.cpp-format .inp file split by `pre`, the byte-level words joined by
+// spaces (they never hold a raw space or newline), one line per input.
+std::vector<std::string> split_lines(PreTokenizer pre, const std::string& inp) {
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> lines;
+  for (size_t p = 0; p < inp.size();) {
+    const size_t q = inp.find(sep, p);
+    const std::string text = inp.substr(p, q == std::string::npos ? std::string::npos : q - p);
+    std::vector<std::string> words;
+    pretokenize(pre, text, words);
+    std::string line;
+    for (const std::string& w : words) line += (line.empty() ? "" : " ") + w;
+    lines.push_back(line);
+    if (q == std::string::npos) break;
+    p = q + sep.size();
+  }
+  return lines;
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path, std::ios::binary);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// llama.cpp's own unicode_regex_split with its qwen2 regex, on llama.cpp's llama-bpe test
+// inputs (../shared) and on inputs of ours (testdata/pretokenize-extra.inp): digits,
+// contractions in every case, \r\n runs, non-ASCII letters, numbers and spaces.
+// testdata/README.md says how the .out files were made.
+TEST(Pretokenize, Qwen2MatchesLlamaCpp) {
+  const std::string data = BITNET_TOKENIZER_TESTDATA;
+  struct Case { std::string inp, out; };
+  int compared = 0;
+  for (const Case& c : {Case{test::shared_path("golden/tokenizer/ggml-vocab-llama-bpe.gguf.inp"), data + "/llama-bpe-inp.qwen2.out"},
+                        Case{data + "/pretokenize-extra.inp", data + "/pretokenize-extra.qwen2.out"}}) {
+    const auto inp = test::read_text(c.inp);
+    if (!inp) {
+      std::printf("missing test data: %s (skipped)\n", c.inp.c_str());
+      continue;
+    }
+    const std::vector<std::string> want = read_lines(c.out);
+    const std::vector<std::string> got = split_lines(PreTokenizer::kQwen2, *inp);
+    ASSERT_EQ(got.size(), want.size()) << c.out;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << c.inp << " input " << i;
+    ++compared;
+  }
+  if (compared < 2) GTEST_SKIP() << "missing test data: " << test::shared_path("golden/tokenizer/ggml-vocab-llama-bpe.gguf.inp");
+}
+
 TEST(Pretokenize, ParsesNames) {
   EXPECT_EQ(parse_pre_tokenizer("llama-bpe")->split, PreTokenizer::kLlama3);
   EXPECT_TRUE(parse_pre_tokenizer("llama-bpe")->ignore_merges);
@@ -69,10 +126,13 @@ TEST(Pretokenize, ParsesNames) {
   EXPECT_EQ(parse_pre_tokenizer("smollm")->split, PreTokenizer::kDigitsThenGpt2);
   EXPECT_FALSE(parse_pre_tokenizer("smollm")->add_bos);
   EXPECT_EQ(parse_pre_tokenizer("")->split, PreTokenizer::kDefault);
-  const auto bad = parse_pre_tokenizer("qwen2");
+  EXPECT_EQ(parse_pre_tokenizer("qwen2")->split, PreTokenizer::kQwen2);
+  EXPECT_EQ(parse_pre_tokenizer("deepseek-r1-qwen")->split, PreTokenizer::kQwen2);
+  EXPECT_FALSE(parse_pre_tokenizer("qwen2")->add_bos);
+  const auto bad = parse_pre_tokenizer("chatglm-bpe");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(bad.status().message().find("qwen2"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("chatglm-bpe"), std::string::npos);
 }
 
 TEST(Unicode, DecodesLikeLlamaCpp) {
