@@ -42,10 +42,16 @@ std::string file_sha256(const std::filesystem::path& path) {
   return sha256_hex(bytes);
 }
 
-// The model of golden/README.md, written once per case into the test's temporary folder.
-std::filesystem::path synthesize(const QwenCase& c) {
-  const auto path = std::filesystem::temp_directory_path() / fmt::format("bitnet_{}_{}.gguf", c.stem, getpid());
-  if (std::filesystem::exists(path)) return path;
+// The model of golden/README.md in the temporary folder, removed when this goes out of scope.
+struct TempModel {
+  std::filesystem::path path;
+  ~TempModel() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
+
+void synthesize(const QwenCase& c, const std::filesystem::path& path) {
   SynthOptions o;
   o.output_path = path.string();
   o.weight_type = "f32";
@@ -59,7 +65,6 @@ std::filesystem::path synthesize(const QwenCase& c) {
   o.shape.n_embd_head = c.head_dim;
   const Status st = synthesize_model(o);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  return path;
 }
 
 class QwenGolden : public testing::TestWithParam<std::tuple<QwenCase, const char*>> {};
@@ -71,7 +76,9 @@ TEST_P(QwenGolden, LogitsMatchReferenceEngine) {
   test::GoldenLogits golden;
   std::string error;
   ASSERT_TRUE(test::read_golden(std::filesystem::path(BITNET_E2E_GOLDEN_DIR) / c.stem, golden, error)) << error;
-  const std::filesystem::path model = synthesize(c);
+  const TempModel temp{std::filesystem::temp_directory_path() / fmt::format("bitnet_{}_{}.gguf", c.stem, getpid())};
+  synthesize(c, temp.path);
+  const std::filesystem::path& model = temp.path;
   ASSERT_EQ(file_sha256(model), golden.model_sha256)
       << "bitnet synth no longer writes the file the reference logits were computed on; see golden/README.md";
 
