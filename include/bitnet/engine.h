@@ -110,6 +110,11 @@ class Engine {
   Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits);
   int64_t n_past() const;
   void reset();  // forget the sequence (the KV cache is overwritten from position 0)
+  // The tokens in the KV cache (positions 0..n_past-1), and keeping only the first n of them
+  // (n >= n_past: nothing changes): a prompt that shares a prefix with the cached sequence
+  // evaluates only the rest.
+  std::span<const int32_t> cached_tokens() const;
+  void truncate(int64_t n);
 
   // Tokenizes the prompt (BOS per the vocabulary), evaluates it and samples up to n_predict
   // tokens, calling on_piece with each token's text as soon as it is sampled.

@@ -197,6 +197,12 @@ int64_t Engine::n_vocab() const { return impl_->model.config().n_vocab; }
 int64_t Engine::n_past() const { return static_cast<int64_t>(impl_->history.size()); }
 void Engine::reset() { impl_->history.clear(); }
 
+std::span<const int32_t> Engine::cached_tokens() const { return impl_->history; }
+
+void Engine::truncate(int64_t n) {
+  if (n >= 0 && n < static_cast<int64_t>(impl_->history.size())) impl_->history.resize(static_cast<size_t>(n));
+}
+
 Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool all_logits) {
   Impl& m = *impl_;
   const int64_t n = static_cast<int64_t>(tokens.size());

@@ -25,6 +25,7 @@ void add_synth_command(CLI::App& app, Runner& runner);
 void add_devices_command(CLI::App& app, Runner& runner);
 void add_bench_command(CLI::App& app, Runner& runner);  // tools/bench
 void add_quantize_command(CLI::App& app, Runner& runner);
+void add_serve_command(CLI::App& app, Runner& runner);
 
 // Limits of the numeric flags (see flags.cpp). Threads above the hardware's count are
 // clamped to it with a note; anything outside a flag's range is refused (exit 2).

@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   add_logits_command(app, runner);
   add_perplexity_command(app, runner);
   add_synth_command(app, runner);
+  add_serve_command(app, runner);
   add_devices_command(app, runner);
   add_bench_command(app, runner);
   add_quantize_command(app, runner);

@@ -1,0 +1,58 @@
+// `bitnet serve`: an OpenAI-compatible HTTP server on cpp-httplib. Endpoints:
+//   POST /v1/completions, POST /v1/chat/completions (stream: server-sent events ending with
+//   "data: [DONE]"), GET /v1/models, GET /health (503 while the model loads), POST /tokenize,
+//   POST /detokenize, GET /metrics (Prometheus text).
+// Errors use OpenAI's JSON shape. Binds 127.0.0.1 unless told otherwise; --api-key is compared
+// in constant time; bodies, fields and timeouts are bounded; CORS is off unless an origin is
+// given. A client that goes away stops its generation at the next step.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bitnet/engine.h"
+#include "bitnet/status.h"
+#include "server/request.h"
+
+namespace bitnet::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                 // 0: any free port (see HttpServer::port)
+  std::string api_key;             // "": no authentication
+  std::string cors_origin;         // "": no CORS headers
+  size_t max_queue = 16;           // requests waiting beyond the running one; more get 503
+  size_t max_body_bytes = 4 << 20;
+  int read_timeout_s = 30;
+  int write_timeout_s = 30;
+  int threads = 8;                 // HTTP worker threads (connections served at once)
+  std::string model_id = "bitnet"; // GET /v1/models, echoed in responses
+  RequestLimits limits;
+};
+
+// Renders chat messages into the prompt text for the model (chat template).
+using ChatRenderer = std::function<Result<std::string>(const std::vector<ChatMessage>&)>;
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the socket (GET /health answers 503 until set_engine). Returns the bound port.
+  Result<int> bind();
+  // Serves until stop(); call after bind(), typically on its own thread.
+  void run();
+  void stop();
+  // The model is loaded: generation endpoints open. `chat` may be empty (chat endpoint: 400).
+  void set_engine(Engine& engine, ChatRenderer chat);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bitnet::server

@@ -1,0 +1,263 @@
+// The server over real HTTP on loopback: endpoints, SSE framing, errors, limits, auth, and a
+// client that goes away.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace bitnet::server {
+namespace {
+
+using json = nlohmann::json;
+
+class Server : public testing::Test {
+ protected:
+  void start(ServerOptions o = {}, bool load = true, int64_t n_ctx = 256) {
+    o.port = 0;
+    http_ = std::make_unique<HttpServer>(o);
+    auto port = http_->bind();
+    ASSERT_TRUE(port.ok()) << port.status().to_string();
+    port_ = *port;
+    thread_ = std::thread([this] { http_->run(); });
+    if (!load) return;
+    EngineOptions e;
+    e.model_path = (std::filesystem::path(BITNET_SOURCE_DIR) / "models/tiny-stories-b158.gguf").string();
+    e.device = "cpu";
+    e.n_ctx = n_ctx;
+    e.n_threads = 1;
+    auto engine = Engine::load(e);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    engine_ = std::move(*engine);
+    http_->set_engine(*engine_, [](const std::vector<ChatMessage>& m) -> Result<std::string> {
+      std::string s;  // a plain template for the tests: "role: content" lines
+      for (const ChatMessage& msg : m) s += msg.role + ": " + msg.content + "\n";
+      return s + "assistant:";
+    });
+  }
+  void TearDown() override {
+    if (http_) http_->stop();
+    if (thread_.joinable()) thread_.join();
+    http_.reset();
+  }
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<HttpServer> http_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+void expect_api_error(const httplib::Result& r, int status, std::string_view type) {
+  ASSERT_TRUE(r) << "no response";
+  EXPECT_EQ(r->status, status) << r->body;
+  const json j = json::parse(r->body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r->body;
+  EXPECT_EQ(j["error"]["type"], type) << r->body;
+  EXPECT_TRUE(j["error"]["message"].is_string());
+}
+
+TEST_F(Server, HealthIs503WhileLoadingThen200) {
+  start({}, /*load=*/false);
+  auto c = client();
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  expect_api_error(c.Post("/v1/completions", R"({"prompt":"x"})", "application/json"), 503, "server_error");
+}
+
+TEST_F(Server, CompletionAndModelsAndTokenize) {
+  start();
+  auto c = client();
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["object"], "model");
+
+  auto r = c.Post("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":12,"temperature":0})", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);  // leading whitespace (keep-alive) is valid JSON
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"].get<int>() + 12);
+  const std::string text = j["choices"][0]["text"];
+  EXPECT_FALSE(text.empty());
+
+  auto tok = c.Post("/tokenize", R"({"content":"Once upon a time"})", "application/json");
+  ASSERT_TRUE(tok);
+  const json ids = json::parse(tok->body)["tokens"];
+  EXPECT_FALSE(ids.empty());
+  auto detok = c.Post("/detokenize", json{{"tokens", ids}}.dump(), "application/json");
+  ASSERT_TRUE(detok);
+  EXPECT_NE(json::parse(detok->body)["content"].get<std::string>().find("upon a time"), std::string::npos);
+
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("bitnet_completion_tokens_total 12"), std::string::npos) << metrics->body;
+}
+
+TEST_F(Server, StreamIsServerSentEventsEndingWithDone) {
+  start();
+  auto c = client();
+  std::string body;
+  auto r = c.Post("/v1/chat/completions",
+                  R"({"messages":[{"role":"user","content":"Tell a story"}],"max_tokens":8,"temperature":0,"stream":true,
+                      "stream_options":{"include_usage":true}})",
+                  "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  std::vector<std::string> events;
+  for (size_t p = 0; p < r->body.size();) {
+    const size_t e = r->body.find("\n\n", p);
+    ASSERT_NE(e, std::string::npos) << "unterminated event";
+    const std::string ev = r->body.substr(p, e - p);
+    if (ev.rfind(":", 0) != 0) events.push_back(ev);  // SSE comments are keep-alives
+    p = e + 2;
+  }
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.back(), "data: [DONE]");
+  std::string text;
+  int finishes = 0;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    ASSERT_EQ(events[i].rfind("data: ", 0), 0u) << events[i];
+    const json j = json::parse(events[i].substr(6));
+    EXPECT_EQ(j["object"], "chat.completion.chunk");
+    if (j["choices"].empty()) {
+      EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+      continue;
+    }
+    const json& ch = j["choices"][0];
+    if (ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) ++finishes;
+  }
+  EXPECT_EQ(finishes, 1);
+  // The same request without streaming gives the same text.
+  auto whole = c.Post("/v1/chat/completions",
+                      R"({"messages":[{"role":"user","content":"Tell a story"}],"max_tokens":8,"temperature":0})",
+                      "application/json");
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(json::parse(whole->body)["choices"][0]["message"]["content"], text);
+}
+
+TEST_F(Server, BadRequestsGetOpenAiErrors) {
+  ServerOptions o;
+  o.max_body_bytes = 4096;
+  start(o);
+  auto c = client();
+  expect_api_error(c.Post("/v1/completions", "{not json", "application/json"), 400, "invalid_request_error");
+  expect_api_error(c.Post("/v1/completions", R"({"prompt":"x","top_p":7})", "application/json"), 400, "invalid_request_error");
+  expect_api_error(c.Post("/v1/completions", std::string(10000, 'x'), "application/json"), 413, "invalid_request_error");
+  expect_api_error(c.Get("/v1/nothing"), 404, "invalid_request_error");
+  expect_api_error(c.Post("/detokenize", R"({"tokens":[-1]})", "application/json"), 400, "invalid_request_error");
+  expect_api_error(c.Post("/detokenize", R"({"tokens":[99999999]})", "application/json"), 400, "invalid_request_error");
+  // A prompt longer than the context (256) is refused up front.
+  std::string long_prompt;
+  for (int i = 0; i < 1500; ++i) long_prompt += "x ";
+  expect_api_error(c.Post("/v1/completions", json{{"prompt", long_prompt}}.dump(), "application/json"), 400,
+                   "invalid_request_error");
+  EXPECT_EQ(c.Get("/health")->status, 200);  // still serving
+}
+
+TEST_F(Server, ApiKeyIsRequiredWhenSet) {
+  ServerOptions o;
+  o.api_key = "sekrit";
+  start(o);
+  auto c = client();
+  expect_api_error(c.Get("/v1/models"), 401, "authentication_error");
+  httplib::Headers wrong = {{"Authorization", "Bearer sekrit2"}};
+  expect_api_error(c.Get("/v1/models", wrong), 401, "authentication_error");
+  httplib::Headers right = {{"Authorization", "Bearer sekrit"}};
+  EXPECT_EQ(c.Get("/v1/models", right)->status, 200);
+  EXPECT_EQ(c.Get("/health")->status, 200);  // health needs no key
+}
+
+TEST_F(Server, AClientThatGoesAwayStopsItsGeneration) {
+  start({}, true, /*n_ctx=*/4096);
+  {
+    // A raw client: sends a streaming request, reads the first bytes of the answer, hangs up.
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string body = R"({"prompt":"Once upon a time","max_tokens":4000,"temperature":0,"stream":true})";
+    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+    char buf[256];
+    ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0);  // the stream has started
+    ::close(fd);
+  }
+  // The server notices at its next write, stops, and serves the next request.
+  auto c = client();
+  for (int i = 0; i < 100; ++i) {
+    auto m = c.Get("/metrics");
+    if (m && m->body.find("bitnet_requests_cancelled_total 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("bitnet_requests_cancelled_total 1"), std::string::npos) << m->body;
+  const std::string key = "\nbitnet_completion_tokens_total ";
+  const size_t at = m->body.find(key);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LT(std::stoll(m->body.substr(at + key.size())), 1000);  // stopped long before 4000 tokens
+  auto r = c.Post("/v1/completions", R"({"prompt":"Once","max_tokens":4,"temperature":0})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+}  // namespace
+}  // namespace bitnet::server
+
+namespace bitnet::server {
+namespace {
+
+TEST_F(Server, AFullQueueAnswers503WithRetryAfter) {
+  ServerOptions o;
+  o.max_queue = 1;
+  start(o, true, /*n_ctx=*/4096);
+  const std::string long_request = R"({"prompt":"Once upon a time","max_tokens":1500,"temperature":0})";
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 2; ++i) {
+    clients.emplace_back([&] {
+      auto c = client();
+      auto r = c.Post("/v1/completions", long_request, "application/json");
+      if (r && r->status == 200) ++ok;
+    });
+    // The first is running, the second waits in the queue.
+    auto c = client();
+    for (int k = 0; k < 200; ++k) {
+      auto m = c.Get("/metrics");
+      if (m && m->body.find(i == 0 ? "bitnet_batch_size 1" : "bitnet_queue_depth 1") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  auto c = client();
+  auto r = c.Post("/v1/completions", long_request, "application/json");
+  expect_api_error(r, 503, "server_error");
+  EXPECT_FALSE(r->get_header_value("Retry-After").empty());
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok, 2);
+}
+
+}  // namespace
+}  // namespace bitnet::server

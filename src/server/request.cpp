@@ -1,0 +1,218 @@
+#include "server/request.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace bitnet::server {
+
+namespace {
+
+using json = nlohmann::json;
+
+ApiError bad(std::string param, std::string message) {
+  return {400, "invalid_request_error", std::move(param), std::move(message)};
+}
+
+// Field readers: absent (or null) leaves `out` as is; a value of the wrong type or outside
+// [lo, hi] is an error naming the field.
+std::optional<ApiError> read_number(const json& j, const char* key, double lo, double hi, double& out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) return bad(key, fmt::format("'{}' must be a number", key));
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) return bad(key, fmt::format("'{}' must be within [{}, {}]", key, lo, hi));
+  out = v;
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_int(const json& j, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer() && !it->is_number_unsigned()) return bad(key, fmt::format("'{}' must be an integer", key));
+  if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(hi) : (it->get<int64_t>() < lo || it->get<int64_t>() > hi)) {
+    return bad(key, fmt::format("'{}' must be within [{}, {}]", key, lo, hi));
+  }
+  out = it->get<int64_t>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_bool(const json& j, const char* key, bool& out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return bad(key, fmt::format("'{}' must be true or false", key));
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_sampling(const json& j, GenerationRequest& r) {
+  SamplingParams& s = r.sampling;
+  double temperature = s.temperature, top_p = s.top_p, min_p = s.min_p, repeat_penalty = s.repeat_penalty;
+  int64_t top_k = s.top_k, seed = 0;
+  if (auto e = read_number(j, "temperature", 0.0, 2.0, temperature)) return e;
+  if (auto e = read_number(j, "top_p", 0.0, 1.0, top_p)) return e;
+  if (auto e = read_number(j, "min_p", 0.0, 1.0, min_p)) return e;
+  if (auto e = read_number(j, "repeat_penalty", 0.0, 10.0, repeat_penalty)) return e;
+  if (auto e = read_int(j, "top_k", 0, 1 << 20, top_k)) return e;
+  const auto seed_it = j.find("seed");
+  if (seed_it != j.end() && !seed_it->is_null()) {
+    if (seed_it->is_number_unsigned()) {
+      s.seed = seed_it->get<uint64_t>();
+    } else if (auto e = read_int(j, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed)) {
+      return e;
+    } else {
+      s.seed = static_cast<uint64_t>(seed);
+    }
+    r.seed_given = true;
+  }
+  s.temperature = static_cast<float>(temperature);
+  s.top_p = static_cast<float>(top_p);
+  s.min_p = static_cast<float>(min_p);
+  s.repeat_penalty = static_cast<float>(repeat_penalty);
+  s.top_k = static_cast<int32_t>(top_k);
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_stop(const json& j, const RequestLimits& lim, std::vector<std::string>& out) {
+  const auto it = j.find("stop");
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  std::vector<json> items;
+  if (it->is_string()) {
+    items.push_back(*it);
+  } else if (it->is_array()) {
+    items.assign(it->begin(), it->end());
+  } else {
+    return bad("stop", "'stop' must be a string or an array of strings");
+  }
+  if (static_cast<int64_t>(items.size()) > lim.max_stop) return bad("stop", fmt::format("at most {} stop strings", lim.max_stop));
+  for (const json& s : items) {
+    if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
+    const auto& str = s.get_ref<const std::string&>();
+    if (str.empty() || static_cast<int64_t>(str.size()) > lim.max_stop_chars) {
+      return bad("stop", fmt::format("stop strings must hold 1 to {} bytes", lim.max_stop_chars));
+    }
+    out.push_back(str);
+  }
+  return std::nullopt;
+}
+
+// Message content: a string, or OpenAI's array of parts of which only text parts are taken.
+std::optional<ApiError> read_content(const json& m, std::string& out) {
+  const auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) {
+    out = it->get<std::string>();
+    return std::nullopt;
+  }
+  if (!it->is_array()) return bad("messages", "message content must be a string or an array of text parts");
+  for (const json& part : *it) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      return bad("messages", "only text content parts are supported");
+    }
+    out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ParseResult parse_generation_request(std::string_view body, bool chat, const RequestLimits& lim) {
+  ParseResult out;
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    out.error = bad("", "the request body is not valid JSON");
+    return out;
+  }
+  if (!j.is_object()) {
+    out.error = bad("", "the request body must be a JSON object");
+    return out;
+  }
+  GenerationRequest r;
+  r.chat = chat;
+  if (const auto it = j.find("model"); it != j.end() && it->is_string()) r.model = it->get<std::string>();
+  int64_t total_chars = 0;
+  if (chat) {
+    const auto it = j.find("messages");
+    if (it == j.end() || !it->is_array() || it->empty()) {
+      out.error = bad("messages", "'messages' must be a non-empty array");
+      return out;
+    }
+    if (static_cast<int64_t>(it->size()) > lim.max_messages) {
+      out.error = bad("messages", fmt::format("at most {} messages", lim.max_messages));
+      return out;
+    }
+    for (const json& m : *it) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        out.error = bad("messages", "each message must be an object with a string 'role'");
+        return out;
+      }
+      ChatMessage msg{m["role"].get<std::string>(), {}};
+      if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "developer" &&
+          msg.role != "tool") {
+        out.error = bad("messages", fmt::format("unknown role '{}'", msg.role.substr(0, 32)));
+        return out;
+      }
+      if (auto e = read_content(m, msg.content)) {
+        out.error = *e;
+        return out;
+      }
+      total_chars += static_cast<int64_t>(msg.content.size());
+      r.messages.push_back(std::move(msg));
+    }
+  } else {
+    const auto it = j.find("prompt");
+    if (it == j.end() || !(it->is_string() || (it->is_array() && it->size() == 1 && (*it)[0].is_string()))) {
+      out.error = bad("prompt", "'prompt' must be a string (or an array of one string)");
+      return out;
+    }
+    r.prompt = it->is_string() ? it->get<std::string>() : (*it)[0].get<std::string>();
+    total_chars = static_cast<int64_t>(r.prompt.size());
+  }
+  if (total_chars > lim.max_prompt_chars) {
+    out.error = {413, "invalid_request_error", chat ? "messages" : "prompt",
+                 fmt::format("the prompt holds {} bytes; the limit is {}", total_chars, lim.max_prompt_chars)};
+    return out;
+  }
+  // max_tokens, or max_completion_tokens (newer chat API), or llama.cpp's n_predict.
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    if (auto e = read_int(j, key, 1, lim.max_tokens, r.max_tokens)) {
+      out.error = *e;
+      return out;
+    }
+  }
+  if (auto e = read_sampling(j, r)) {
+    out.error = *e;
+    return out;
+  }
+  if (auto e = read_stop(j, lim, r.stop)) {
+    out.error = *e;
+    return out;
+  }
+  if (auto e = read_bool(j, "stream", r.stream)) {
+    out.error = *e;
+    return out;
+  }
+  if (const auto it = j.find("stream_options"); it != j.end() && it->is_object()) {
+    if (auto e = read_bool(*it, "include_usage", r.include_usage)) {
+      out.error = *e;
+      return out;
+    }
+  }
+  int64_t n = 1;
+  if (auto e = read_int(j, "n", 1, 1, n)) {
+    out.error = bad("n", "only n = 1 is supported");
+    return out;
+  }
+  out.request = std::move(r);
+  return out;
+}
+
+std::string error_json(const ApiError& e) {
+  json j = {{"error", {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                       {"code", e.status}}}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace bitnet::server

@@ -1,0 +1,95 @@
+// Request parsing: every field typed and bounded, errors in OpenAI's shape.
+#include "server/request.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace bitnet::server {
+namespace {
+
+ParseResult parse(std::string_view body, bool chat = false) { return parse_generation_request(body, chat, RequestLimits{}); }
+
+void expect_error(std::string_view body, bool chat, int status, std::string_view param) {
+  const ParseResult r = parse(body, chat);
+  ASSERT_FALSE(r.request.has_value()) << body;
+  EXPECT_EQ(r.error.status, status) << body;
+  EXPECT_EQ(r.error.param, param) << body;
+  EXPECT_FALSE(r.error.message.empty());
+}
+
+TEST(Request, Completion) {
+  const ParseResult r = parse(R"({"model":"m","prompt":"Once","max_tokens":5,"temperature":0,"top_k":3,"top_p":0.5,
+                                  "min_p":0.1,"seed":42,"stop":["\n","END"],"stream":true,"repeat_penalty":1.1,
+                                  "stream_options":{"include_usage":true}})");
+  ASSERT_TRUE(r.request.has_value()) << r.error.message;
+  const GenerationRequest& g = *r.request;
+  EXPECT_EQ(g.prompt, "Once");
+  EXPECT_EQ(g.max_tokens, 5);
+  EXPECT_EQ(g.sampling.temperature, 0.0f);
+  EXPECT_EQ(g.sampling.top_k, 3);
+  EXPECT_FLOAT_EQ(g.sampling.top_p, 0.5f);
+  EXPECT_FLOAT_EQ(g.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(g.sampling.repeat_penalty, 1.1f);
+  EXPECT_EQ(g.sampling.seed, 42u);
+  EXPECT_TRUE(g.seed_given);
+  EXPECT_EQ(g.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_TRUE(g.stream);
+  EXPECT_TRUE(g.include_usage);
+  EXPECT_EQ(g.model, "m");
+  EXPECT_EQ(parse(R"({"prompt":["one"],"stop":"x"})").request->stop, std::vector<std::string>{"x"});
+}
+
+TEST(Request, Chat) {
+  const ParseResult r = parse(R"({"messages":[{"role":"system","content":"Be brief."},
+                                              {"role":"user","content":[{"type":"text","text":"Hi"},{"type":"text","text":"!"}]}]})",
+                              true);
+  ASSERT_TRUE(r.request.has_value()) << r.error.message;
+  ASSERT_EQ(r.request->messages.size(), 2u);
+  EXPECT_EQ(r.request->messages[1].content, "Hi!");
+  EXPECT_EQ(r.request->max_tokens, 0);
+  EXPECT_FALSE(r.request->seed_given);
+}
+
+TEST(Request, BadInputIsAClearError) {
+  expect_error("", false, 400, "");
+  expect_error("{", false, 400, "");
+  expect_error("[1]", false, 400, "");
+  expect_error(R"({"max_tokens":5})", false, 400, "prompt");
+  expect_error(R"({"prompt":5})", false, 400, "prompt");
+  expect_error(R"({"prompt":"x","max_tokens":-1})", false, 400, "max_tokens");
+  expect_error(R"({"prompt":"x","max_tokens":1e30})", false, 400, "max_tokens");
+  expect_error(R"({"prompt":"x","max_tokens":18446744073709551615})", false, 400, "max_tokens");
+  expect_error(R"({"prompt":"x","max_tokens":"5"})", false, 400, "max_tokens");
+  expect_error(R"({"prompt":"x","n_predict":100000000})", false, 400, "n_predict");
+  expect_error(R"({"prompt":"x","temperature":3})", false, 400, "temperature");
+  expect_error(R"({"prompt":"x","top_p":-0.1})", false, 400, "top_p");
+  expect_error(R"({"prompt":"x","top_k":1.5})", false, 400, "top_k");
+  expect_error(R"({"prompt":"x","seed":"abc"})", false, 400, "seed");
+  expect_error(R"({"prompt":"x","stop":[1]})", false, 400, "stop");
+  expect_error(R"({"prompt":"x","stop":["a","b","c","d","e"]})", false, 400, "stop");
+  expect_error(R"({"prompt":"x","stop":[""]})", false, 400, "stop");
+  expect_error(R"({"prompt":"x","stream":"yes"})", false, 400, "stream");
+  expect_error(R"({"prompt":"x","n":2})", false, 400, "n");
+  expect_error(R"({"messages":[]})", true, 400, "messages");
+  expect_error(R"({"messages":[{"content":"x"}]})", true, 400, "messages");
+  expect_error(R"({"messages":[{"role":"wizard","content":"x"}]})", true, 400, "messages");
+  expect_error(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", true, 400, "messages");
+  RequestLimits small;
+  small.max_prompt_chars = 4;
+  const ParseResult big = parse_generation_request(R"({"prompt":"hello"})", false, small);
+  ASSERT_FALSE(big.request.has_value());
+  EXPECT_EQ(big.error.status, 413);
+}
+
+TEST(Request, ErrorJsonHasOpenAisShape) {
+  const auto j = nlohmann::json::parse(error_json({400, "invalid_request_error", "top_p", "bad \xff value"}));
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "top_p");
+  EXPECT_EQ(j["error"]["code"], 400);
+  EXPECT_TRUE(j["error"]["message"].is_string());  // invalid UTF-8 replaced, never a throw
+  EXPECT_TRUE(nlohmann::json::parse(error_json({500, "server_error", "", "x"}))["error"]["param"].is_null());
+}
+
+}  // namespace
+}  // namespace bitnet::server
