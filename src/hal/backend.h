@@ -23,9 +23,10 @@ inline uint64_t kv_type_bytes(KvType t) { return t == KvType::kF16 ? 2 : 4; }
 
 struct KvShape {
   int32_t n_layer = 0;
-  int64_t n_ctx = 0;      // positions per sequence
+  int64_t n_ctx = 0;      // positions in the cache (all blocks)
   int64_t n_embd_kv = 0;  // n_head_kv * head_dim
   KvType type = KvType::kF32;  // asked for; the engine's default is F16 (EngineOptions::cache_type)
+  int64_t block_size = 0; // positions per block of a paged cache (KvMap, a power of 2); 0 = n_ctx
 };
 
 // What a backend reports about itself for logs and receipts.

@@ -56,8 +56,8 @@ enum class OpKind : uint8_t {
   kMatmul,       // dst[t][r] = sum_k w[r][k] * a[t][k]; a kQ8 => ternary W2A8 path
   kScale,        // dst *= w[0] (per-linear .scale tensors)
   kBias,         // dst[t] += w (one row of n_cols floats added to every row: linear biases)
-  kRope,         // rotate dst in place (n_head heads of head_dim), positions pos0 + t
-  kStoreKv,      // write rows of a (K) and b (V) into layer il's cache at positions pos0 + t
+  kRope,         // rotate dst in place (n_head heads of head_dim), token t at Graph::position(t)
+  kStoreKv,      // write rows of a (K) and b (V) into layer il's cache, token t at its position
   kAttention,    // dst = causal softmax(q k^T * scale) v over the cache of layer il
   kSiluMul,      // dst = silu(a) * b
   kRelu2Mul,     // dst = relu(a)^2 * b
@@ -111,10 +111,24 @@ struct AttentionParams {
   float kq_scale = 1.0f;      // usually 1/sqrt(head_dim)
 };
 
+// Where the tokens of a step sit in the KV cache. The cache (each layer's) is a pool of blocks
+// of KvShape::block_size positions; a sequence owns a list of blocks, its block table, and
+// position p of the sequence lives in cache row table[p / block_size] * block_size +
+// p % block_size. Several sequences may share blocks (a common prefix). Token t of the step
+// stores its K/V at its position and attends to positions 0..pos[t] of its own sequence.
+// Empty: one sequence in the cache's rows 0.. (positions pos0 + t, the identity table).
+struct KvMap {
+  std::vector<int32_t> pos;          // [n_tokens] position of each token in its sequence
+  std::vector<int32_t> table_begin;  // [n_tokens] where its sequence's table starts in `tables`
+  std::vector<int32_t> tables;       // the step's block tables, concatenated
+};
+
 // The op list for one forward step.
 struct Graph {
   int64_t n_tokens = 0;   // tokens in this step
-  int64_t pos0 = 0;       // position of the first token
+  int64_t pos0 = 0;       // position of the first token (when kv is empty)
+  KvMap kv;               // several sequences, or a paged cache (empty: pos0 + t)
+  int64_t position(int64_t t) const { return kv.pos.empty() ? pos0 + t : kv.pos[static_cast<size_t>(t)]; }
   RopeParams rope;
   AttentionParams attn;
   std::vector<ActDesc> acts;

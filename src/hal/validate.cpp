@@ -204,14 +204,54 @@ Status OpCheck::run(size_t index, const Op& op) {
 
 }  // namespace
 
+KvRows resolve_kv(const Graph& graph, const KvShape& kv) {
+  KvRows r;
+  r.block_size = kv_block_size(kv);
+  if (!graph.kv.pos.empty()) {
+    r.pos = graph.kv.pos;
+    r.table_begin = graph.kv.table_begin;
+    r.tables = graph.kv.tables;
+    return r;
+  }
+  r.pos.resize(static_cast<size_t>(graph.n_tokens));
+  for (int64_t t = 0; t < graph.n_tokens; ++t) r.pos[static_cast<size_t>(t)] = static_cast<int32_t>(graph.pos0 + t);
+  r.table_begin.assign(static_cast<size_t>(graph.n_tokens), 0);
+  const int64_t n_blocks = r.block_size > 0 ? kv.n_ctx / r.block_size : 0;
+  for (int64_t b = 0; b < n_blocks; ++b) r.tables.push_back(static_cast<int32_t>(b));
+  return r;
+}
+
 Status validate_graph(const Graph& graph, std::span<const int32_t> tokens, size_t n_logits,
                       std::span<const WeightShape> weights, const KvShape& kv) {
   if (graph.n_tokens <= 0 || static_cast<int64_t>(tokens.size()) != graph.n_tokens) {
     return invalid_argument(fmt::format("{} tokens for a graph of {}", tokens.size(), graph.n_tokens));
   }
   if (kv.n_ctx <= 0) return internal_error("compute() before init_kv()");
-  if (graph.pos0 < 0 || graph.pos0 + graph.n_tokens > kv.n_ctx) {
-    return out_of_range(fmt::format("positions up to {} exceed the context of {}", graph.pos0 + graph.n_tokens, kv.n_ctx));
+  const int64_t block = kv_block_size(kv);
+  if (block <= 0 || kv.n_ctx % block != 0) return internal_error(fmt::format("a cache of {} positions in blocks of {}", kv.n_ctx, block));
+  if (graph.kv.pos.empty()) {
+    if (!graph.kv.tables.empty() || !graph.kv.table_begin.empty()) return internal_error("block tables without positions");
+    if (graph.pos0 < 0 || graph.pos0 + graph.n_tokens > kv.n_ctx) {
+      return out_of_range(fmt::format("positions up to {} exceed the context of {}", graph.pos0 + graph.n_tokens, kv.n_ctx));
+    }
+  } else {
+    const KvMap& m = graph.kv;
+    const auto n = static_cast<size_t>(graph.n_tokens);
+    if (m.pos.size() != n || m.table_begin.size() != n) {
+      return internal_error(fmt::format("{} positions and {} table starts for {} tokens", m.pos.size(), m.table_begin.size(), n));
+    }
+    if ((block & (block - 1)) != 0) return internal_error(fmt::format("a paged cache needs blocks of 2^k positions, not {}", block));
+    const int64_t n_blocks = kv.n_ctx / block;
+    for (int32_t b : m.tables) {
+      if (b < 0 || b >= n_blocks) return internal_error(fmt::format("block {} outside the cache's {} blocks", b, n_blocks));
+    }
+    for (size_t t = 0; t < n; ++t) {
+      if (m.pos[t] < 0 || m.table_begin[t] < 0) return internal_error("a negative position or table start");
+      if (m.pos[t] >= kv.n_ctx) return out_of_range(fmt::format("position {} exceeds the context of {}", m.pos[t], kv.n_ctx));
+      if (static_cast<int64_t>(m.table_begin[t]) + m.pos[t] / block >= static_cast<int64_t>(m.tables.size())) {
+        return out_of_range(fmt::format("position {} is past its sequence's blocks", m.pos[t]));
+      }
+    }
   }
   for (const ActDesc& d : graph.acts) {
     if (d.n_rows <= 0 || d.n_cols <= 0) return internal_error(fmt::format("activation {} is empty", d.name));

@@ -30,6 +30,26 @@ struct WeightShape {
 
 std::vector<WeightShape> weight_shapes(std::span<const WeightDesc> weights);
 
+// The KV addressing of a validated graph, made explicit for a backend: per token its position
+// and where its block table starts; for an empty Graph::kv the identity (one sequence, one
+// table [0, 1, ...] over the whole cache).
+struct KvRows {
+  std::vector<int32_t> pos;
+  std::vector<int32_t> table_begin;
+  std::vector<int32_t> tables;
+  int64_t block_size = 0;
+  // The cache row of position p of token t's sequence.
+  int64_t row(int64_t t, int64_t p) const {
+    const int32_t block = tables[static_cast<size_t>(table_begin[static_cast<size_t>(t)] + p / block_size)];
+    return static_cast<int64_t>(block) * block_size + p % block_size;
+  }
+  // Token t's block table (positions 0..pos[t] are within it).
+  const int32_t* table(int64_t t) const { return tables.data() + table_begin[static_cast<size_t>(t)]; }
+};
+KvRows resolve_kv(const Graph& graph, const KvShape& kv);
+// KvShape::block_size, with 0 meaning the whole cache.
+inline int64_t kv_block_size(const KvShape& kv) { return kv.block_size > 0 ? kv.block_size : kv.n_ctx; }
+
 // Checks `graph` for a compute() call with `tokens` and a logits buffer of n_logits floats,
 // against the weights and the KV cache (kv.n_ctx == 0: not allocated yet).
 Status validate_graph(const Graph& graph, std::span<const int32_t> tokens, size_t n_logits,

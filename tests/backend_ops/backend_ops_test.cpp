@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <algorithm>
+#include <map>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -547,6 +548,115 @@ std::vector<std::string> case_names() {
 
 INSTANTIATE_TEST_SUITE_P(Ops, BackendOps, testing::ValuesIn(case_names()),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// A paged KV cache (hal::KvMap): two sequences in blocks of 8 positions, scattered over the
+// cache, run in the same steps with their tokens interleaved, give each token the output it
+// gets when its sequence runs alone in a plain cache. Rope (per-token positions), store_kv and
+// attention, on the CPU (scalar and the best set) and every runnable GPU backend.
+struct Token {
+  int seq;
+  int32_t pos;
+};
+
+hal::Graph paged_graph(const std::array<hal::WeightId, 3>& w, std::span<const Token> tokens,
+                       const std::vector<std::vector<int32_t>>& tables, bool alone, int64_t pos0) {
+  constexpr int32_t kHeads = 4, kHeadsKv = 2, kDim = 32;
+  GraphMaker m;
+  const auto t = static_cast<int64_t>(tokens.size());
+  m.g.n_tokens = t;
+  m.g.pos0 = pos0;
+  m.g.rope = {hal::RopeStyle::kNeox, kDim, 10000.0f, 1.0f};
+  m.g.attn = {kHeads, kHeadsKv, kDim, 1.0f / std::sqrt(static_cast<float>(kDim))};
+  if (!alone) {
+    std::vector<int32_t> begin;
+    for (const auto& table : tables) {
+      begin.push_back(static_cast<int32_t>(m.g.kv.tables.size()));
+      m.g.kv.tables.insert(m.g.kv.tables.end(), table.begin(), table.end());
+    }
+    for (const Token& tok : tokens) {
+      m.g.kv.pos.push_back(tok.pos);
+      m.g.kv.table_begin.push_back(begin[static_cast<size_t>(tok.seq)]);
+    }
+  }
+  const ActId q = m.act(t, kHeads * kDim), k = m.act(t, kHeadsKv * kDim), v = m.act(t, kHeadsKv * kDim),
+              y = m.act(t, kHeads * kDim);
+  m.op({.kind = OpKind::kEmbed, .dst = q, .w = w[0]});
+  m.op({.kind = OpKind::kEmbed, .dst = k, .w = w[1]});
+  m.op({.kind = OpKind::kEmbed, .dst = v, .w = w[2]});
+  m.op({.kind = OpKind::kRope, .dst = q, .n_head = kHeads});
+  m.op({.kind = OpKind::kRope, .dst = k, .n_head = kHeadsKv});
+  m.op({.kind = OpKind::kStoreKv, .a = k, .b = v, .il = 0});
+  m.op({.kind = OpKind::kAttention, .dst = y, .a = q, .il = 0});
+  m.g.logits = y;
+  return m.g;
+}
+
+int32_t token_id(const Token& t) { return (t.pos * (t.seq == 0 ? 3 : 5) + 1 + t.seq) % 64; }
+
+TEST(PagedKv, TwoSequencesInOneStepEqualEachAlone) {
+  std::mt19937 rng(77);
+  Weights w;
+  std::array<hal::WeightId, 3> ids{};
+  ids[0] = w.add_f32(4 * 32, 64, rng);
+  ids[1] = w.add_f32(2 * 32, 64, rng);
+  ids[2] = w.add_f32(2 * 32, 64, rng);
+  const std::vector<std::vector<int32_t>> tables = {{5, 2}, {0, 7}};  // sequence 0: 13 positions, 1: 10
+  // Two steps, the sequences' tokens interleaved.
+  std::vector<std::vector<Token>> steps(2);
+  for (int32_t p = 0; p < 13; ++p) steps[p < 9 ? 0 : 1].push_back({0, p});
+  for (int32_t p = 0; p < 10; ++p) steps[p < 5 ? 0 : 1].insert(steps[p < 5 ? 0 : 1].begin() + 2 * (p % 5), Token{1, p});
+  constexpr int64_t kRow = 4 * 32;
+
+  std::vector<std::pair<std::string, std::unique_ptr<hal::Backend>>> backends;
+  backends.emplace_back("cpu-scalar", cpu::make_cpu_backend({1, "scalar"}));
+  backends.emplace_back("cpu", cpu::make_cpu_backend({2, ""}));
+  std::string why_none;
+  for (const hal::DeviceInfo& d : runnable_gpu_devices(why_none)) {
+    auto b = hal::create_backend(d, {1, ""});
+    ASSERT_TRUE(b.ok()) << d.id << ": " << b.status().to_string();
+    backends.emplace_back(d.id, std::move(*b));
+  }
+  if (!why_none.empty()) std::printf("GPU backends not run here: %s\n", why_none.c_str());
+  for (auto& [name, b] : backends) {
+    // Each sequence alone, in a plain cache from row 0.
+    std::map<std::pair<int, int32_t>, std::vector<float>> alone;
+    for (int seq = 0; seq < 2; ++seq) {
+      ASSERT_TRUE(b->load_weights(w.table).ok());
+      ASSERT_TRUE(b->init_kv({1, 64, 2 * 32}).ok());
+      for (const auto& step : steps) {
+        std::vector<Token> mine;
+        for (const Token& t : step) if (t.seq == seq) mine.push_back(t);
+        const hal::Graph g = paged_graph(ids, mine, tables, true, mine.front().pos);
+        std::vector<int32_t> tok;
+        for (const Token& t : mine) tok.push_back(token_id(t));
+        std::vector<float> y(mine.size() * kRow);
+        const Status s = b->compute(g, tok, y);
+        ASSERT_TRUE(s.ok()) << name << ": " << s.to_string();
+        for (size_t i = 0; i < mine.size(); ++i) alone[{seq, mine[i].pos}].assign(y.begin() + i * kRow, y.begin() + (i + 1) * kRow);
+      }
+    }
+    // Both at once, paged.
+    ASSERT_TRUE(b->load_weights(w.table).ok());
+    ASSERT_TRUE(b->init_kv({1, 64, 2 * 32, hal::KvType::kF32, 8}).ok());
+    double worst = 0.0;
+    for (const auto& step : steps) {
+      const hal::Graph g = paged_graph(ids, step, tables, false, 0);
+      std::vector<int32_t> tok;
+      for (const Token& t : step) tok.push_back(token_id(t));
+      std::vector<float> y(step.size() * kRow);
+      const Status s = b->compute(g, tok, y);
+      ASSERT_TRUE(s.ok()) << name << ": " << s.to_string();
+      for (size_t i = 0; i < step.size(); ++i) {
+        const std::vector<float>& want = alone[{step[i].seq, step[i].pos}];
+        for (int64_t j = 0; j < kRow; ++j) {
+          worst = std::max(worst, std::abs(static_cast<double>(y[i * kRow + j]) - want[static_cast<size_t>(j)]));
+        }
+      }
+    }
+    std::printf("%s: paged two-sequence steps vs each alone: max |diff| %.3g\n", name.c_str(), worst);
+    EXPECT_LE(worst, 1e-6) << name;
+  }
+}
 
 }  // namespace
 }  // namespace bitnet

@@ -213,6 +213,7 @@ class CpuBackend final : public hal::Backend {
   uint64_t weight_bytes_ = 0;
   std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
   hal::KvShape kv_;
+  hal::KvRows kv_rows_;  // the step's KV addressing (hal::resolve_kv)
   ZeroedBytes k_cache_;  // [n_layer][n_ctx][n_embd_kv] of kv_.type (float or IEEE half)
   ZeroedBytes v_cache_;
   ZeroedBytes scores_;   // [n_threads][n_ctx] floats
@@ -235,6 +236,7 @@ void CpuBackend::prepare_acts(const hal::Graph& graph) {
 Status CpuBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens,
                            std::span<float> logits) {
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
+  kv_rows_ = hal::resolve_kv(graph, kv_);
   prepare_acts(graph);
   const std::span<const hal::Op> ops = graph.ops;
   for (size_t i = 0; i < ops.size();) {
@@ -350,7 +352,7 @@ void CpuBackend::rope(const hal::Graph& graph, const hal::ActDesc& d, const hal:
   const int64_t work = graph.rope.n_rot * 16;  // per row: a sine and a cosine per pair dominate
   pool_.parallel_for(d.n_rows, min_chunk(work), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      kernels_->rope_row(x + t * d.n_cols, op.n_head, graph.attn.head_dim, graph.pos0 + t, graph.rope);
+      kernels_->rope_row(x + t * d.n_cols, op.n_head, graph.attn.head_dim, graph.position(t), graph.rope);
     }
   });
   kernels_used_.add(graph.rope.style == hal::RopeStyle::kNeox ? KernelsUsed::kRopeNeox : KernelsUsed::kRopeNorm);
@@ -459,12 +461,12 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
   }
 }
 
-// K and V rows of the step's tokens into the cache at positions pos0..: copied (F32) or
+// K and V rows of the step's tokens into the cache rows of their positions: copied (F32) or
 // rounded to nearest even (F16).
 void CpuBackend::store_kv(const hal::Graph& graph, const hal::Op& op) {
   const hal::ActDesc& k = graph.acts[static_cast<size_t>(op.a)];
   for (int64_t t = 0; t < k.n_rows; ++t) {
-    const int64_t i = kv_index(op.il, graph.pos0 + t);
+    const int64_t i = kv_index(op.il, kv_rows_.row(t, kv_rows_.pos[static_cast<size_t>(t)]));
     const float* k_row = f32(op.a) + t * k.n_cols;
     const float* v_row = f32(op.b) + t * k.n_cols;
     if (kv_.type == hal::KvType::kF16) {
@@ -485,7 +487,13 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const int32_t group = p.n_head / p.n_head_kv;  // query heads per kv head (GQA)
   const int64_t layer = kv_index(op.il, 0);
   const bool f16 = kv_.type == hal::KvType::kF16;
-  const int64_t work = (graph.pos0 + graph.n_tokens) * p.head_dim * 2;  // per (token, head), at most
+  int64_t max_pos = 0;
+  for (int32_t pos : kv_rows_.pos) max_pos = std::max<int64_t>(max_pos, pos);
+  const int64_t work = (max_pos + 1) * p.head_dim * 2;  // per (token, head), at most
+  // The identity map (one sequence in rows 0..) reads rows directly; a paged one through its table.
+  const bool paged = !graph.kv.pos.empty();
+  int32_t shift = 0;
+  while ((int64_t{1} << shift) < kv_rows_.block_size) ++shift;
   pool_.parallel_for(graph.n_tokens * p.n_head, min_chunk(work), [&](int slot, int64_t i0, int64_t i1) {
     float* scores = scores_.as<float>() + static_cast<int64_t>(slot) * kv_.n_ctx;
     for (int64_t i = i0; i < i1; ++i) {
@@ -494,11 +502,13 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
       const int64_t kv_off = static_cast<int64_t>(h / group) * p.head_dim;
       const float* q_head = q + t * n_embd + h * p.head_dim;
       float* out_head = out + t * n_embd + h * p.head_dim;
+      const int64_t n_pos = kv_rows_.pos[static_cast<size_t>(t)] + 1;
+      const KvRowMap rows{paged ? kv_rows_.table(t) : nullptr, shift};
       if (f16) {
-        kernels_->attention_head_f16(q_head, k_cache_.as<uint16_t>() + layer, v_cache_.as<uint16_t>() + layer,
-                                     graph.pos0 + t + 1, kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);
+        kernels_->attention_head_f16(q_head, k_cache_.as<uint16_t>() + layer, v_cache_.as<uint16_t>() + layer, n_pos,
+                                     rows, kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);
       } else {
-        kernels_->attention_head(q_head, k_cache_.as<float>() + layer, v_cache_.as<float>() + layer, graph.pos0 + t + 1,
+        kernels_->attention_head(q_head, k_cache_.as<float>() + layer, v_cache_.as<float>() + layer, n_pos, rows,
                                  kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);
       }
     }

@@ -45,6 +45,16 @@ struct Q8Rows {
   }
 };
 
+// The cache rows of one sequence for the attention kernels: position j is row j (blocks null),
+// or row blocks[j >> shift] << shift | j & (2^shift - 1) of a paged cache (hal::KvMap).
+struct KvRowMap {
+  const int32_t* blocks = nullptr;
+  int32_t shift = 0;  // log2 of the block size
+  int64_t row(int64_t j) const {
+    return blocks == nullptr ? j : (static_cast<int64_t>(blocks[j >> shift]) << shift) | (j & ((int64_t{1} << shift) - 1));
+  }
+};
+
 struct KernelSet;
 
 // A row dot of n weights against one row of quantized activations (quant::VecDotFn).
@@ -108,15 +118,17 @@ struct KernelSet {
   // Rotates the n_head heads (head_dim each) of one row at position pos.
   void (*rope_row)(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p);
   // Causal attention of one query head over cached positions [0, n_pos); k, v: cache rows of
-  // n_embd_kv floats, the head reads its kv head's slice at kv_off; scores: n_pos floats of
-  // scratch. Softmax as llama.cpp: exp(score - max), the sum in double.
-  void (*attention_head)(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos,
+  // n_embd_kv floats (position j in row rows.row(j)), the head reads its kv head's slice at
+  // kv_off; scores: n_pos floats of scratch. Softmax as llama.cpp: exp(score - max), the sum
+  // in double.
+  void (*attention_head)(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
                          int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
                          float* scores, float* out);
   // attention_head over an F16 cache (IEEE half, uint16_t per element): each element is read
   // as fp16_to_fp32 and then used exactly as attention_head uses a float, so the scalar twin
   // equals the F32 twin run on the rounded cache bit for bit.
   void (*attention_head_f16)(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
+                             const KvRowMap& rows,
                              int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
                              float* scores, float* out);
   void (*silu_mul)(const float* a, const float* b, int64_t n, float* dst);

@@ -153,10 +153,46 @@ TEST_P(FloatMatchesTwin, Attention) {
       const auto v = random_floats(n_pos * n_embd_kv, rng);
       std::vector<float> scores(static_cast<size_t>(n_pos)), want(static_cast<size_t>(head_dim)), got(want.size());
       const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      scalar::attention_head(q.data(), k.data(), v.data(), n_pos, n_embd_kv, kv_off, head_dim, scale, scores.data(), want.data());
-      set().attention_head(q.data(), k.data(), v.data(), n_pos, n_embd_kv, kv_off, head_dim, scale, scores.data(), got.data());
+      scalar::attention_head(q.data(), k.data(), v.data(), n_pos, KvRowMap{}, n_embd_kv, kv_off, head_dim, scale, scores.data(), want.data());
+      set().attention_head(q.data(), k.data(), v.data(), n_pos, KvRowMap{}, n_embd_kv, kv_off, head_dim, scale, scores.data(), got.data());
       expect_close(got, want, 1e-5, "attention head_dim " + std::to_string(head_dim) + " n_pos " + std::to_string(n_pos));
     }
+  }
+}
+
+// A paged cache (blocks of 16 positions in a shuffled order, one block unused) gives the result
+// of the same rows stored contiguously, bit for bit, in every set and for both cache types.
+TEST_P(FloatMatchesTwin, AttentionThroughABlockTable) {
+  std::mt19937 rng(12);
+  constexpr int32_t kShift = 4, kBlock = 1 << kShift;
+  for (int64_t n_pos : {1, 16, 37, 100}) {
+    const int32_t head_dim = 64;
+    const int64_t n_embd_kv = 2 * head_dim, kv_off = head_dim;
+    const int64_t n_blocks = (n_pos + kBlock - 1) / kBlock + 1;
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(table.size() - 1 - i);  // reversed
+    const auto q = random_floats(head_dim, rng);
+    const auto k = random_floats(n_pos * n_embd_kv, rng);
+    const auto v = random_floats(n_pos * n_embd_kv, rng);
+    std::vector<float> kp(static_cast<size_t>(n_blocks * kBlock * n_embd_kv), 1e9f), vp(kp.size(), 1e9f);
+    const KvRowMap rows{table.data(), kShift};
+    for (int64_t j = 0; j < n_pos; ++j) {
+      std::copy_n(k.begin() + j * n_embd_kv, n_embd_kv, kp.begin() + rows.row(j) * n_embd_kv);
+      std::copy_n(v.begin() + j * n_embd_kv, n_embd_kv, vp.begin() + rows.row(j) * n_embd_kv);
+    }
+    std::vector<float> scores(static_cast<size_t>(n_pos)), want(static_cast<size_t>(head_dim)), got(want.size());
+    const float scale = 0.125f;
+    set().attention_head(q.data(), k.data(), v.data(), n_pos, KvRowMap{}, n_embd_kv, kv_off, head_dim, scale, scores.data(), want.data());
+    set().attention_head(q.data(), kp.data(), vp.data(), n_pos, rows, n_embd_kv, kv_off, head_dim, scale, scores.data(), got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "n_pos " << n_pos;
+    std::vector<uint16_t> k16(k.size()), v16(v.size()), kp16(kp.size()), vp16(vp.size());
+    fp32_to_fp16_row(k.data(), static_cast<int64_t>(k.size()), k16.data());
+    fp32_to_fp16_row(v.data(), static_cast<int64_t>(v.size()), v16.data());
+    fp32_to_fp16_row(kp.data(), static_cast<int64_t>(kp.size()), kp16.data());
+    fp32_to_fp16_row(vp.data(), static_cast<int64_t>(vp.size()), vp16.data());
+    set().attention_head_f16(q.data(), k16.data(), v16.data(), n_pos, KvRowMap{}, n_embd_kv, kv_off, head_dim, scale, scores.data(), want.data());
+    set().attention_head_f16(q.data(), kp16.data(), vp16.data(), n_pos, rows, n_embd_kv, kv_off, head_dim, scale, scores.data(), got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "f16 n_pos " << n_pos;
   }
 }
 
@@ -183,12 +219,12 @@ TEST_P(FloatMatchesTwin, AttentionF16) {
           same_set_f32(want.size());
       const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
       const std::string what = "attention_f16 head_dim " + std::to_string(head_dim) + " n_pos " + std::to_string(n_pos);
-      scalar::attention_head(q.data(), k_rounded.data(), v_rounded.data(), n_pos, n_embd_kv, kv_off, head_dim, scale,
+      scalar::attention_head(q.data(), k_rounded.data(), v_rounded.data(), n_pos, KvRowMap{}, n_embd_kv, kv_off, head_dim, scale,
                              scores.data(), want.data());
-      set().attention_head_f16(q.data(), k16.data(), v16.data(), n_pos, n_embd_kv, kv_off, head_dim, scale,
+      set().attention_head_f16(q.data(), k16.data(), v16.data(), n_pos, KvRowMap{}, n_embd_kv, kv_off, head_dim, scale,
                                scores.data(), got.data());
       expect_close(got, want, 1e-5, what);
-      set().attention_head(q.data(), k_rounded.data(), v_rounded.data(), n_pos, n_embd_kv, kv_off, head_dim, scale,
+      set().attention_head(q.data(), k_rounded.data(), v_rounded.data(), n_pos, KvRowMap{}, n_embd_kv, kv_off, head_dim, scale,
                            scores.data(), same_set_f32.data());
       EXPECT_EQ(0, std::memcmp(got.data(), same_set_f32.data(), got.size() * sizeof(float))) << what;
     }
@@ -286,7 +322,7 @@ TEST(CpuKernels, AttentionHeadIsSoftmaxWeightedSum) {
   const auto v = random_floats(n_pos * n_embd_kv, rng);
   std::vector<float> scores(n_pos), out(head_dim);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  scalar::attention_head(q.data(), k.data(), v.data(), n_pos, n_embd_kv, kv_off, head_dim, scale, scores.data(), out.data());
+  scalar::attention_head(q.data(), k.data(), v.data(), n_pos, KvRowMap{}, n_embd_kv, kv_off, head_dim, scale, scores.data(), out.data());
   std::vector<double> w(n_pos);
   double sum = 0;
   for (int64_t j = 0; j < n_pos; ++j) {

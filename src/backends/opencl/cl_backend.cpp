@@ -115,6 +115,10 @@ class ClBackend final : public hal::Backend {
   std::vector<DeviceBuffer> v_cache_;
   std::vector<ActBuffers> acts_;       // during compute()
   DeviceBuffer tokens_;                // during compute(): int32[n_tokens]
+  // During compute(): the step's KV addressing (hal::resolve_kv) as int32
+  // [cache row of each token's position][position][table start][tables...].
+  DeviceBuffer kv_map_;
+  int64_t kv_block_ = 0;
   DeviceBuffer scores_;                // during compute(), attention scratch
   DeviceBuffer rope_table_;            // during compute(): float2 (cos, sin)[n_tokens][n_rot / 2]
   std::vector<float> rope_host_;       // its host copy, alive until the queue has read it
@@ -172,6 +176,7 @@ void ClBackend::release_acts() {
   }
   acts_.clear();
   pool_.release(std::move(tokens_));
+  pool_.release(std::move(kv_map_));
   pool_.release(std::move(scores_));
   pool_.release(std::move(rope_table_));
 }
@@ -189,6 +194,27 @@ Status ClBackend::compute(const hal::Graph& graph, std::span<const int32_t> toke
                          "uploading token ids");
     } else {
       status = t.status();
+    }
+  }
+  if (status.ok()) {
+    const hal::KvRows kv = hal::resolve_kv(graph, kv_);
+    const size_t n = static_cast<size_t>(graph.n_tokens);
+    std::vector<int32_t> host(3 * n);
+    for (size_t t = 0; t < n; ++t) {
+      host[t] = static_cast<int32_t>(kv.row(static_cast<int64_t>(t), kv.pos[t]));
+      host[n + t] = kv.pos[t];
+      host[2 * n + t] = kv.table_begin[t];
+    }
+    host.insert(host.end(), kv.tables.begin(), kv.tables.end());
+    kv_block_ = kv.block_size;
+    auto b = pool_.acquire(host.size() * sizeof(int32_t), "KV map");
+    if (b.ok()) {
+      kv_map_ = std::move(b).value();
+      status = cl_status(clEnqueueWriteBuffer(queue_.get(), kv_map_.get(), CL_TRUE, 0, host.size() * sizeof(int32_t),
+                                              host.data(), 0, nullptr, nullptr),
+                         "uploading the KV map");
+    } else {
+      status = b.status();
     }
   }
   for (size_t i = 0; status.ok() && i < graph.ops.size(); ++i) {
@@ -275,7 +301,7 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
       const auto il = static_cast<size_t>(op.il);
       cl_kernel k = kernels_.get("store_kv_f32");
       BITNET_RETURN_IF_ERROR(set_args(k, k_cache_[il].get(), v_cache_[il].get(), act(op.a), act(op.b),
-                                      static_cast<cl_int>(kv_.n_embd_kv), static_cast<cl_int>(graph.pos0)));
+                                      static_cast<cl_int>(kv_.n_embd_kv), kv_map_.get()));
       return enqueue("store_kv_f32", {static_cast<size_t>(d.n_cols), static_cast<size_t>(d.n_rows), 1}, false);
     }
     case hal::OpKind::kAttention:
@@ -354,7 +380,8 @@ Status ClBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   BITNET_RETURN_IF_ERROR(set_args(k, act(op.dst), act(op.a), k_cache_[il].get(), v_cache_[il].get(), scores_.get(),
                                   static_cast<cl_int>(p.n_head), static_cast<cl_int>(p.head_dim),
                                   static_cast<cl_int>(p.n_head / p.n_head_kv), static_cast<cl_int>(kv_.n_embd_kv),
-                                  static_cast<cl_int>(graph.pos0), static_cast<cl_int>(kv_.n_ctx), p.kq_scale));
+                                  kv_map_.get(), static_cast<cl_int>(graph.n_tokens), static_cast<cl_int>(kv_block_),
+                                  static_cast<cl_int>(kv_.n_ctx), p.kq_scale));
   const size_t wg = static_cast<size_t>(kernels_.work_group());
   return enqueue("attention_f32", {static_cast<size_t>(p.n_head) * wg, static_cast<size_t>(q.n_rows), 1}, true);
 }
@@ -371,7 +398,7 @@ Status ClBackend::upload_rope_table(const hal::Graph& graph) {
   rope_host_.assign(static_cast<size_t>(graph.n_tokens * n_pairs * 2), 0.0f);
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   for (int64_t t = 0; t < graph.n_tokens; ++t) {
-    float theta = static_cast<float>(graph.pos0 + t) * p.freq_scale;
+    float theta = static_cast<float>(graph.position(t)) * p.freq_scale;
     float* row = rope_host_.data() + t * n_pairs * 2;
     for (int32_t i = 0; i < n_pairs; ++i) {
       row[2 * i] = std::cos(theta);

@@ -31,6 +31,7 @@ VulkanBackend::~VulkanBackend() {
   dummy_.reset();
   tokens_.reset();
   rope_table_.reset();
+  kv_map_.reset();
   readback_.reset();
   pool_.reset();
   pipelines_.reset();
@@ -103,6 +104,7 @@ void VulkanBackend::release_scratch() {
   pool_->clear();
   tokens_.reset();
   rope_table_.reset();
+  kv_map_.reset();
   readback_.reset();
 }
 

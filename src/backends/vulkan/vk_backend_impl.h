@@ -81,6 +81,8 @@ class VulkanBackend final : public hal::Backend {
   Buffer dummy_;                 // bound to unused bindings
   Buffer tokens_;                // host-visible: token ids of the step
   Buffer rope_table_;            // host-visible: (cos, sin) per token and pair
+  Buffer kv_map_;                // host-visible: int32 [position][table start] per token, then the tables
+  hal::KvRows kv_rows_;          // the step's KV addressing (hal::resolve_kv)
   Buffer readback_;              // host-visible: the logits
   std::vector<VkDescriptorPool> descriptor_pools_;
   size_t descriptor_pool_next_ = 0;

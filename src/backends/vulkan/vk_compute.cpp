@@ -142,6 +142,15 @@ Status VulkanBackend::prepare(const hal::Graph& graph, std::span<const int32_t> 
   BITNET_ASSIGN_OR_RETURN(Buffer* tok, host_buffer(tokens_, std::max<uint64_t>(4, tokens.size() * 4)));
   std::memcpy(tok->mapped(), tokens.data(), tokens.size() * 4);
 
+  kv_rows_ = hal::resolve_kv(graph, kv_);
+  {
+    const size_t n = static_cast<size_t>(graph.n_tokens);
+    BITNET_ASSIGN_OR_RETURN(Buffer* map, host_buffer(kv_map_, static_cast<uint64_t>((2 * n + kv_rows_.tables.size()) * 4)));
+    auto* m = static_cast<int32_t*>(map->mapped());
+    std::copy(kv_rows_.pos.begin(), kv_rows_.pos.end(), m);
+    std::copy(kv_rows_.table_begin.begin(), kv_rows_.table_begin.end(), m + n);
+    std::copy(kv_rows_.tables.begin(), kv_rows_.tables.end(), m + 2 * n);
+  }
   bool has_rope = false;
   for (const hal::Op& op : graph.ops) has_rope = has_rope || op.kind == hal::OpKind::kRope;
   if (has_rope) {
@@ -155,7 +164,7 @@ Status VulkanBackend::prepare(const hal::Graph& graph, std::span<const int32_t> 
     auto* cs = static_cast<float*>(table->mapped());
     const float theta_scale = std::pow(rp.freq_base, -2.0f / static_cast<float>(rp.n_rot));
     for (int64_t t = 0; t < graph.n_tokens; ++t) {
-      float theta = static_cast<float>(graph.pos0 + t) * rp.freq_scale;
+      float theta = static_cast<float>(graph.position(t)) * rp.freq_scale;
       for (int64_t i = 0; i < half; ++i) {
         cs[2 * (t * half + i)] = std::cos(theta);
         cs[2 * (t * half + i) + 1] = std::sin(theta);

@@ -131,14 +131,25 @@ Status VulkanBackend::record_op(VkCommandBuffer cb, const hal::Graph& graph, con
     }
     case hal::OpKind::kStoreKv: {
       const hal::ActDesc& k = desc(op.a);
-      if (!is_f32(op.a) || !is_f32(op.b) || !same_shape(op.a, op.b) || k.n_cols != kv_.n_embd_kv ||
-          graph.pos0 + k.n_rows > kv_.n_ctx) {
-        return shape_error(op, "K and V must be [n_tokens][n_embd_kv] within the context");
+      if (!is_f32(op.a) || !is_f32(op.b) || !same_shape(op.a, op.b) || k.n_cols != kv_.n_embd_kv || k.n_rows != graph.n_tokens) {
+        return shape_error(op, "K and V must be [n_tokens][n_embd_kv]");
       }
+      // One copy region per run of tokens whose cache rows follow on (one run for a sequence
+      // within a block).
       const uint64_t row_bytes = static_cast<uint64_t>(kv_.n_embd_kv) * 4;
-      const VkBufferCopy region{0, static_cast<uint64_t>(graph.pos0) * row_bytes, static_cast<uint64_t>(k.n_rows) * row_bytes};
-      vkCmdCopyBuffer(cb, act(op.a).f32.handle(), k_cache_[static_cast<size_t>(op.il)].handle(), 1, &region);
-      vkCmdCopyBuffer(cb, act(op.b).f32.handle(), v_cache_[static_cast<size_t>(op.il)].handle(), 1, &region);
+      std::vector<VkBufferCopy> regions;
+      for (int64_t t = 0; t < k.n_rows; ++t) {
+        const auto row = static_cast<uint64_t>(kv_rows_.row(t, kv_rows_.pos[static_cast<size_t>(t)]));
+        if (!regions.empty() && regions.back().srcOffset + regions.back().size == static_cast<uint64_t>(t) * row_bytes &&
+            regions.back().dstOffset + regions.back().size == row * row_bytes) {
+          regions.back().size += row_bytes;
+        } else {
+          regions.push_back({static_cast<uint64_t>(t) * row_bytes, row * row_bytes, row_bytes});
+        }
+      }
+      const auto n_regions = static_cast<uint32_t>(regions.size());
+      vkCmdCopyBuffer(cb, act(op.a).f32.handle(), k_cache_[static_cast<size_t>(op.il)].handle(), n_regions, regions.data());
+      vkCmdCopyBuffer(cb, act(op.b).f32.handle(), v_cache_[static_cast<size_t>(op.il)].handle(), n_regions, regions.data());
       kernels_used_.insert("vulkan:store_kv");
       return {};
     }
@@ -155,9 +166,10 @@ Status VulkanBackend::record_op(VkCommandBuffer cb, const hal::Graph& graph, con
         return shape_error(op, "q and dst must be [n_tokens][n_head * head_dim]");
       }
       const uint32_t push[] = {u32(p.n_head), u32(p.n_head_kv), u32(p.head_dim), u32(kv_.n_embd_kv),
-                               u32(graph.pos0), f32_bits(p.kq_scale)};
+                               u32(graph.n_tokens), u32(kv_rows_.block_size), f32_bits(p.kq_scale)};
       const size_t il = static_cast<size_t>(op.il);
-      return dispatch(cb, Kernel::kAttention, {bind(act(op.a).f32), bind(k_cache_[il]), bind(v_cache_[il]), bind(act(op.dst).f32)},
+      return dispatch(cb, Kernel::kAttention,
+                      {bind(act(op.a).f32), bind(k_cache_[il]), bind(v_cache_[il]), bind(act(op.dst).f32), bind(kv_map_)},
                       push, sizeof(push), u32(d.n_rows * p.n_head));
     }
     case hal::OpKind::kSiluMul:

@@ -37,14 +37,15 @@ __kernel void copy_rows_f32(__global float* dst, __global const float* src, ulon
   if (i < n) dst[i] = src[src_off + i];
 }
 
-// Global size (n_embd_kv, n_tokens). Caches of one layer: [n_ctx][n_embd_kv].
+// Global size (n_embd_kv, n_tokens). Caches of one layer: [n_ctx][n_embd_kv]; rows[t]: the
+// cache row of token t's position (the KV map's first part).
 __kernel void store_kv_f32(__global float* k_cache, __global float* v_cache, __global const float* k,
-                           __global const float* v, int n_embd_kv, int pos0) {
+                           __global const float* v, int n_embd_kv, __global const int* rows) {
   const int i = get_global_id(0);
   const int t = get_global_id(1);
   if (i >= n_embd_kv) return;
   const size_t src = (size_t)t * n_embd_kv + i;
-  const size_t dst = (size_t)(pos0 + t) * n_embd_kv + i;
+  const size_t dst = (size_t)rows[t] * n_embd_kv + i;
   k_cache[dst] = k[src];
   v_cache[dst] = v[src];
 }

@@ -36,22 +36,25 @@ __kernel void rope_f32(__global float* x, __global const float2* table, int n_co
   v[b] = x0 * cs.y + x1 * cs.x;
 }
 
-// Causal attention with grouped KV heads: query head h of token t (position pos0 + t) reads
-// kv head h / group over cached positions 0 .. pos0 + t. One work-group per (head, token):
-// global (n_head * BITNET_WG, n_tokens). scores: scratch [n_tokens][n_head][stride].
-// q, out: [n_tokens][n_head * head_dim]; caches of one layer: [n_ctx][n_embd_kv].
+// Causal attention with grouped KV heads: query head h of token t (position pos[t]) reads
+// kv head h / group over its sequence's cached positions 0 .. pos[t]. One work-group per
+// (head, token): global (n_head * BITNET_WG, n_tokens). scores: scratch [n_tokens][n_head][stride].
+// q, out: [n_tokens][n_head * head_dim]; caches of one layer: [n_ctx][n_embd_kv]. kv_map:
+// [rows][pos][table start] of n_tokens each, then the block tables; position j of token t's
+// sequence is row tables[start + j / block] * block + j % block.
 // Three passes as the CPU reference: scores and their max; exp and their sum; p . V with the
 // positions summed in order for each output dimension (work-items split the dimensions).
 BITNET_KERNEL void attention_f32(__global float* out, __global const float* q, __global const float* k_cache,
                                  __global const float* v_cache, __global float* scores, int n_head,
-                                 int head_dim, int group, int n_embd_kv, int pos0, int stride,
-                                 float kq_scale) {
+                                 int head_dim, int group, int n_embd_kv, __global const int* kv_map,
+                                 int n_tokens, int block, int stride, float kq_scale) {
   __local float tmp_f[BITNET_WG];
   __local acc_t tmp_a[BITNET_WG];
   const int h = get_group_id(0);
   const int t = get_global_id(1);
   const int lid = get_local_id(0);
-  const int n_pos = pos0 + t + 1;
+  const int n_pos = kv_map[n_tokens + t] + 1;
+  __global const int* table = kv_map + 3 * n_tokens + kv_map[2 * n_tokens + t];
   const size_t row = (size_t)t * n_head + h;
   __global const float* qh = q + row * head_dim;
   __global float* sc = scores + row * stride;
@@ -59,7 +62,8 @@ BITNET_KERNEL void attention_f32(__global float* out, __global const float* q, _
 
   float m = -INFINITY;
   for (int j = lid; j < n_pos; j += BITNET_WG) {
-    const float d = dot_f32_ref(qh, k_cache + (size_t)j * n_embd_kv + kv_off, head_dim) * kq_scale;
+    const size_t r = (size_t)table[j / block] * block + j % block;
+    const float d = dot_f32_ref(qh, k_cache + r * n_embd_kv + kv_off, head_dim) * kq_scale;
     sc[j] = d;
     m = fmax(m, d);
   }
@@ -75,7 +79,10 @@ BITNET_KERNEL void attention_f32(__global float* out, __global const float* q, _
   const float inv_sum = (float)((acc_t)1 / sum);
   for (int d = lid; d < head_dim; d += BITNET_WG) {
     float acc = 0.0f;
-    for (int j = 0; j < n_pos; ++j) acc += sc[j] * inv_sum * v_cache[(size_t)j * n_embd_kv + kv_off + d];
+    for (int j = 0; j < n_pos; ++j) {
+      const size_t r = (size_t)table[j / block] * block + j % block;
+      acc += sc[j] * inv_sum * v_cache[r * n_embd_kv + kv_off + d];
+    }
     out[row * head_dim + d] = acc;
   }
 }

@@ -1,6 +1,6 @@
 #version 450
 // Causal GQA attention of one query head of one token (one workgroup per (token, head)) over
-// the cached positions [0, pos0 + t]: softmax(q k^T * kq_scale) v, in three passes over the
+// its sequence's cached positions [0, pos[t]]: softmax(q k^T * kq_scale) v, in three passes over the
 // keys (max; sum of exp; normalised weights times V), recomputing scores instead of storing
 // them so any context length fits. Each score is one invocation's dot product with the CPU
 // reference's 8-accumulator order; the output sums positions in order, one thread per dim.
@@ -10,12 +10,16 @@ layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, set = 0, binding = 1) readonly buffer K { float k_cache[]; };
 layout(std430, set = 0, binding = 2) readonly buffer V { float v_cache[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Out { float dst[]; };
+// [position of each token][start of its block table], then the tables: position j of token
+// t's sequence is cache row tables[start + j / block] * block + j % block.
+layout(std430, set = 0, binding = 4) readonly buffer KvMap { int kv_map[]; };
 layout(push_constant) uniform Params {
   uint n_head;
   uint n_head_kv;
   uint head_dim;   // <= MAX_HEAD_DIM
   uint n_embd_kv;
-  uint pos0;
+  uint n_tokens;
+  uint block;
   float kq_scale;
 } p;
 
@@ -25,8 +29,12 @@ shared float qs[MAX_HEAD_DIM];
 shared float red[WG];
 shared float probs[WG];
 
+uint table_base;  // where this token's block table starts in kv_map
+
+uint cache_row(uint j) { return uint(kv_map[table_base + j / p.block]) * p.block + j % p.block; }
+
 float score(uint j, uint kv_off) {
-  uint kb = j * p.n_embd_kv + kv_off;
+  uint kb = cache_row(j) * p.n_embd_kv + kv_off;
   precise float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
   uint i = 0u;
   for (; i + 8u <= p.head_dim; i += 8u) {
@@ -42,7 +50,8 @@ void main() {
   uint tid = gl_LocalInvocationID.x;
   uint h = gl_WorkGroupID.x % p.n_head;
   uint t = gl_WorkGroupID.x / p.n_head;
-  uint n_pos = p.pos0 + t + 1u;
+  uint n_pos = uint(kv_map[t]) + 1u;
+  table_base = 2u * p.n_tokens + uint(kv_map[p.n_tokens + t]);
   uint kv_off = (h / (p.n_head / p.n_head_kv)) * p.head_dim;
   uint q_base = (t * p.n_head + h) * p.head_dim;
   for (uint d = tid; d < p.head_dim; d += WG) qs[d] = q[q_base + d];
@@ -80,7 +89,7 @@ void main() {
     for (uint c = 0u; c < MAX_HEAD_DIM / WG; ++c) {
       uint d = tid + c * WG;
       if (d >= p.head_dim) break;
-      for (uint jj = 0u; jj < n; ++jj) out_acc[c] += probs[jj] * v_cache[(j0 + jj) * p.n_embd_kv + kv_off + d];
+      for (uint jj = 0u; jj < n; ++jj) out_acc[c] += probs[jj] * v_cache[cache_row(j0 + jj) * p.n_embd_kv + kv_off + d];
     }
   }
   for (uint c = 0u; c < MAX_HEAD_DIM / WG; ++c) {
