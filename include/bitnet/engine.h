@@ -32,6 +32,10 @@ struct EngineOptions {
   std::string cache_type = "f16";  // KV cache elements: "f16" | "f32" (a backend without F16 kernels keeps F32, logged)
   int64_t n_ctx = 0;            // context length; 0 = the model's own
   int64_t n_batch = 512;        // prompt tokens per forward step
+  // > 0: a paged KV cache in blocks of this many positions (a power of 2), shared by several
+  // sequences (open_sequence, step: `bitnet serve`); n_ctx is then the whole pool's positions.
+  // 0: one sequence in a plain cache.
+  int64_t kv_block = 0;
   // Receives one line per event worth telling (fallbacks, warnings); may be empty.
   std::function<void(std::string_view)> log;
 };
@@ -115,6 +119,22 @@ class Engine {
   // evaluates only the rest.
   std::span<const int32_t> cached_tokens() const;
   void truncate(int64_t n);
+
+  // Several sequences in one paged KV cache (EngineOptions::kv_block > 0); the calls above act
+  // on sequence 0, opened at load. Each sequence holds blocks for the positions it has used.
+  Result<int32_t> open_sequence();
+  void close_sequence(int32_t seq);  // its blocks go back to the pool (not sequence 0)
+  std::span<const int32_t> sequence_tokens(int32_t seq) const;  // its tokens in the cache
+  void truncate_sequence(int32_t seq, int64_t n);               // keeps its first n tokens
+  int64_t free_kv_positions() const;  // positions of blocks no sequence holds
+  struct StepInput {
+    int32_t seq;
+    std::span<const int32_t> tokens;  // appended at the sequence's end
+  };
+  // One forward pass over the tokens of several sequences (each at most once): returns the
+  // logits of each entry's last token, in order. Nothing changes when it fails (e.g. the
+  // pool has too few free blocks: kOutOfRange).
+  Result<std::vector<std::vector<float>>> step(std::span<const StepInput> batch);
 
   // Tokenizes the prompt (BOS per the vocabulary), evaluates it and samples up to n_predict
   // tokens, calling on_piece with each token's text as soon as it is sampled.

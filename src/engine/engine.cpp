@@ -105,6 +105,9 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
 Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& options) {
   if (options.n_ctx < 0) return invalid_argument("context length must not be negative");
   if (options.n_batch <= 0) return invalid_argument("batch size must be positive");
+  if (options.kv_block < 0 || options.kv_block > 4096 || (options.kv_block & (options.kv_block - 1)) != 0) {
+    return invalid_argument(fmt::format("KV block size {} is not a power of 2 up to 4096 (0: no paging)", options.kv_block));
+  }
   if (options.cache_type != "f16" && options.cache_type != "f32") {
     return invalid_argument(fmt::format("unknown KV cache type '{}' (allowed: f16, f32)", options.cache_type));
   }
@@ -127,6 +130,12 @@ Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& opt
   }
   impl->n_ctx = options.n_ctx > 0 ? options.n_ctx : c.n_ctx_train;
   impl->n_batch = options.n_batch;
+  if (options.kv_block > 0) {  // a pool of whole blocks, sequence 0 open
+    impl->kv_block = options.kv_block;
+    impl->n_ctx = (impl->n_ctx + options.kv_block - 1) / options.kv_block * options.kv_block;
+    for (int64_t b = impl->n_ctx / options.kv_block - 1; b >= 0; --b) impl->free_blocks.push_back(static_cast<int32_t>(b));
+    impl->seqs[0] = {};
+  }
 
   for (const std::string& w : find_suspicious_weights(impl->model)) {
     if (options.strict) return suspicious_weights(fmt::format("{}: {} (strict mode)", path, w));
@@ -194,13 +203,61 @@ bool Engine::add_bos_default() const { return impl_->tokenizer->add_bos_default(
 std::optional<int32_t> Engine::bos_id() const { return impl_->tokenizer->bos_id(); }
 bool Engine::is_end_of_generation(int32_t id) const { return impl_->tokenizer->is_end_of_generation(id); }
 int64_t Engine::n_vocab() const { return impl_->model.config().n_vocab; }
-int64_t Engine::n_past() const { return static_cast<int64_t>(impl_->history.size()); }
-void Engine::reset() { impl_->history.clear(); }
+int64_t Engine::n_past() const { return static_cast<int64_t>(cached_tokens().size()); }
+void Engine::reset() { truncate(0); }
 
-std::span<const int32_t> Engine::cached_tokens() const { return impl_->history; }
+std::span<const int32_t> Engine::cached_tokens() const {
+  return impl_->kv_block > 0 ? std::span<const int32_t>(impl_->seqs.at(0).tokens) : std::span<const int32_t>(impl_->history);
+}
 
 void Engine::truncate(int64_t n) {
+  if (impl_->kv_block > 0) return impl_->truncate_sequence(impl_->seqs.at(0), n);
   if (n >= 0 && n < static_cast<int64_t>(impl_->history.size())) impl_->history.resize(static_cast<size_t>(n));
+}
+
+Result<int32_t> Engine::open_sequence() {
+  if (impl_->kv_block <= 0) return unsupported("several sequences need a paged KV cache (EngineOptions::kv_block)");
+  const int32_t id = impl_->next_seq++;
+  impl_->seqs[id] = {};
+  return id;
+}
+
+void Engine::close_sequence(int32_t seq) {
+  const auto it = impl_->seqs.find(seq);
+  if (seq == 0 || it == impl_->seqs.end()) return;
+  impl_->truncate_sequence(it->second, 0);
+  for (int32_t b : it->second.blocks) impl_->free_blocks.push_back(b);
+  impl_->seqs.erase(it);
+}
+
+std::span<const int32_t> Engine::sequence_tokens(int32_t seq) const {
+  if (impl_->kv_block <= 0) return seq == 0 ? cached_tokens() : std::span<const int32_t>{};
+  const auto it = impl_->seqs.find(seq);
+  return it == impl_->seqs.end() ? std::span<const int32_t>{} : std::span<const int32_t>(it->second.tokens);
+}
+
+void Engine::truncate_sequence(int32_t seq, int64_t n) {
+  if (impl_->kv_block <= 0) {
+    if (seq == 0) truncate(n);
+    return;
+  }
+  const auto it = impl_->seqs.find(seq);
+  if (it != impl_->seqs.end()) impl_->truncate_sequence(it->second, n);
+}
+
+int64_t Engine::free_kv_positions() const {
+  if (impl_->kv_block <= 0) return impl_->n_ctx - n_past();
+  return static_cast<int64_t>(impl_->free_blocks.size()) * impl_->kv_block;
+}
+
+Result<std::vector<std::vector<float>>> Engine::step(std::span<const StepInput> batch) {
+  if (impl_->kv_block <= 0) return unsupported("several sequences need a paged KV cache (EngineOptions::kv_block)");
+  std::vector<float> flat;
+  BITNET_RETURN_IF_ERROR(impl_->forward(batch, false, flat));
+  const auto n_vocab = static_cast<size_t>(impl_->model.config().n_vocab);
+  std::vector<std::vector<float>> out(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) out[i].assign(flat.begin() + i * n_vocab, flat.begin() + (i + 1) * n_vocab);
+  return out;
 }
 
 Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool all_logits) {

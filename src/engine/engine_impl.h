@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <functional>
+#include <map>
 #include <memory>
 #include <new>
 #include <optional>
@@ -40,7 +41,17 @@ struct EngineCore {
   int64_t n_ctx = 0;
   int64_t n_batch = 512;
   hal::KvType kv_type = hal::KvType::kF16;  // asked for (options.cache_type); the backend may store F32
-  std::vector<int32_t> history;        // tokens in the KV cache (positions 0..n_past-1)
+  std::vector<int32_t> history;        // tokens in the KV cache (positions 0..n_past-1); plain cache
+  // A paged cache (kv_block > 0): sequences own blocks of kv_block positions; sequence 0 is
+  // the default one (eval, n_past, ...) and `history` is unused.
+  struct Sequence {
+    std::vector<int32_t> blocks;
+    std::vector<int32_t> tokens;  // in the cache, positions 0..
+  };
+  int64_t kv_block = 0;
+  std::vector<int32_t> free_blocks;
+  std::map<int32_t, Sequence> seqs;
+  int32_t next_seq = 1;
   // Makes the backend of a device; tests swap in one that injects faults (as leveldb's Env).
   std::function<Result<std::unique_ptr<hal::Backend>>(const hal::DeviceInfo&, const EngineOptions&)> make_backend =
       [](const hal::DeviceInfo& d, const EngineOptions& o) { return hal::create_backend(d, {o.n_threads, o.cpu_isa}); };
@@ -103,7 +114,7 @@ struct EngineCore {
     BITNET_RETURN_IF_ERROR(guard_alloc("loading the weights", [&] { return b->load_weights(model.weight_table()); }));
     const ModelConfig& c = model.config();
     BITNET_RETURN_IF_ERROR(guard_alloc("allocating the KV cache", [&] {
-      return b->init_kv({static_cast<int32_t>(c.n_layer), n_ctx, c.n_embd_kv(), kv_type});
+      return b->init_kv({static_cast<int32_t>(c.n_layer), n_ctx, c.n_embd_kv(), kv_type, kv_block});
     }));
     if (const hal::KvType stored = b->stats().kv_type; stored != kv_type) {
       log(fmt::format("{}: {} KV cache not supported, using {}", d.id, upper(hal::kv_type_name(kv_type)),
@@ -132,6 +143,7 @@ struct EngineCore {
       }
       fallbacks.push_back({from, device().id, failure.to_string()});
       log(fmt::format("fallback: {} -> {}: {}", from, device().id, failure.to_string()));
+      if (kv_block > 0) return replay_sequences();
       const std::vector<int32_t> replay = std::move(history);
       history.clear();
       if (!replay.empty()) {
@@ -162,6 +174,19 @@ struct EngineCore {
   Status run(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     BITNET_RETURN_IF_ERROR(usable());
+    if (kv_block > 0) {  // sequence 0 of the paged cache, n_batch tokens per pass
+      const int64_t n_vocab = model.config().n_vocab;
+      logits.clear();
+      for (int64_t i0 = 0; i0 < n; i0 += n_batch) {
+        const int64_t n_chunk = std::min(n_batch, n - i0);
+        const Engine::StepInput in{0, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(n_chunk))};
+        std::vector<float> out;
+        BITNET_RETURN_IF_ERROR(forward(std::span(&in, 1), all_logits, out));
+        if (all_logits || i0 + n_chunk == n) logits.insert(logits.end(), out.begin(), out.end());
+      }
+      (void)n_vocab;
+      return {};
+    }
     const int64_t n_vocab = model.config().n_vocab;
     BITNET_RETURN_IF_ERROR(guard_alloc("allocating the logits", [&]() -> Status {
       logits.assign(static_cast<size_t>((all_logits ? n : 1) * n_vocab), 0.0f);
@@ -184,6 +209,112 @@ struct EngineCore {
       history.insert(history.end(), chunk.begin(), chunk.end());
     }
     return {};
+  }
+
+
+
+  // The paged cache: every sequence's tokens again (on a new device), in its own blocks.
+  Status replay_sequences() {
+    for (auto& [id, seq] : seqs) {
+      const std::vector<int32_t> replay = std::move(seq.tokens);
+      seq.tokens.clear();
+      for (size_t i = 0; i < replay.size(); i += static_cast<size_t>(n_batch)) {
+        const size_t n = std::min(static_cast<size_t>(n_batch), replay.size() - i);
+        const Engine::StepInput in{id, std::span<const int32_t>(replay).subspan(i, n)};
+        std::vector<float> unused;
+        BITNET_RETURN_IF_ERROR(forward(std::span(&in, 1), false, unused));
+      }
+    }
+    return {};
+  }
+
+  // One forward pass over the paged cache: each entry's tokens appended to its sequence.
+  // logits: each entry's last row ([n_entries][n_vocab]), or every row of the single entry
+  // when all_rows. Blocks are taken from the pool first and given back if the pass fails.
+  Status forward(std::span<const Engine::StepInput> batch, bool all_rows, std::vector<float>& logits) {
+    BITNET_RETURN_IF_ERROR(usable());
+    if (batch.empty()) return invalid_argument("an empty step");
+    const int64_t n_vocab = model.config().n_vocab;
+    int64_t n = 0, need = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto it = seqs.find(batch[i].seq);
+      if (it == seqs.end()) return invalid_argument(fmt::format("no sequence {}", batch[i].seq));
+      for (size_t j = 0; j < i; ++j) {
+        if (batch[j].seq == batch[i].seq) return invalid_argument(fmt::format("sequence {} twice in one step", batch[i].seq));
+      }
+      if (batch[i].tokens.empty()) return invalid_argument("no tokens to evaluate");
+      for (int32_t id : batch[i].tokens) {
+        if (id < 0 || id >= n_vocab) return invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1));
+      }
+      const int64_t len = static_cast<int64_t>(it->second.tokens.size()) + static_cast<int64_t>(batch[i].tokens.size());
+      if (len > n_ctx) return out_of_range(fmt::format("sequence {} would hold {} tokens; the context is {}", batch[i].seq, len, n_ctx));
+      need += std::max<int64_t>(0, (len + kv_block - 1) / kv_block - static_cast<int64_t>(it->second.blocks.size()));
+      n += static_cast<int64_t>(batch[i].tokens.size());
+    }
+    if (all_rows && batch.size() != 1) return internal_error("all rows of several sequences");
+    if (need > static_cast<int64_t>(free_blocks.size())) {
+      return out_of_range(fmt::format("the KV cache is full: {} more blocks of {} positions needed, {} free", need, kv_block,
+                                      free_blocks.size()));
+    }
+    std::vector<std::pair<int32_t, size_t>> taken;  // (sequence, blocks it had) to roll back
+    for (const Engine::StepInput& in : batch) {
+      Sequence& seq = seqs[in.seq];
+      taken.emplace_back(in.seq, seq.blocks.size());
+      const int64_t len = static_cast<int64_t>(seq.tokens.size() + in.tokens.size());
+      while (static_cast<int64_t>(seq.blocks.size()) * kv_block < len) {
+        seq.blocks.push_back(free_blocks.back());
+        free_blocks.pop_back();
+      }
+    }
+    std::vector<int32_t> tokens, out_rows;
+    hal::KvMap map;
+    for (const Engine::StepInput& in : batch) {
+      const Sequence& seq = seqs[in.seq];
+      const auto begin = static_cast<int32_t>(map.tables.size());
+      map.tables.insert(map.tables.end(), seq.blocks.begin(), seq.blocks.end());
+      for (size_t j = 0; j < in.tokens.size(); ++j) {
+        map.pos.push_back(static_cast<int32_t>(seq.tokens.size() + j));
+        map.table_begin.push_back(begin);
+      }
+      tokens.insert(tokens.end(), in.tokens.begin(), in.tokens.end());
+      out_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
+    }
+    hal::Graph graph = model.build_graph(n, 0, all_rows ? std::span<const int32_t>{} : std::span<const int32_t>(out_rows));
+    graph.kv = std::move(map);
+    Status s = guard_alloc("allocating the logits", [&]() -> Status {
+      logits.assign(static_cast<size_t>((all_rows ? n : static_cast<int64_t>(batch.size())) * n_vocab), 0.0f);
+      return {};
+    });
+    if (s.ok()) s = compute(graph, tokens, logits);
+    if (s.code() == StatusCode::kOutOfMemory || s.code() == StatusCode::kDeviceLost) {
+      s = fall_back(s);
+      if (s.ok()) s = compute(graph, tokens, logits);
+    }
+    if (!s.ok()) {
+      for (const auto& [id, had] : taken) {
+        Sequence& seq = seqs[id];
+        while (seq.blocks.size() > had) {
+          free_blocks.push_back(seq.blocks.back());
+          seq.blocks.pop_back();
+        }
+      }
+      return s;
+    }
+    for (const Engine::StepInput& in : batch) {
+      Sequence& seq = seqs[in.seq];
+      seq.tokens.insert(seq.tokens.end(), in.tokens.begin(), in.tokens.end());
+    }
+    return {};
+  }
+
+  // Keeps the first n tokens of a sequence and gives back the blocks it no longer needs.
+  void truncate_sequence(Sequence& seq, int64_t n) {
+    if (n < 0 || n >= static_cast<int64_t>(seq.tokens.size())) return;
+    seq.tokens.resize(static_cast<size_t>(n));
+    while (static_cast<int64_t>(seq.blocks.size()) * kv_block >= n + kv_block) {
+      free_blocks.push_back(seq.blocks.back());
+      seq.blocks.pop_back();
+    }
   }
 };
 

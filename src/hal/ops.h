@@ -63,6 +63,7 @@ enum class OpKind : uint8_t {
   kRelu2Mul,     // dst = relu(a)^2 * b
   kAdd,          // dst = a + b
   kCopyRows,     // dst[0..n) = a[row0 .. row0+n)  (keep only the rows whose logits are wanted)
+  kGetRows,      // dst[i] = a[Graph::get_rows[i]]   (the same for scattered rows: a batch's last tokens)
 };
 
 constexpr std::string_view op_name(OpKind kind) {
@@ -80,6 +81,7 @@ constexpr std::string_view op_name(OpKind kind) {
     case OpKind::kRelu2Mul: return "relu2_mul";
     case OpKind::kAdd: return "add";
     case OpKind::kCopyRows: return "copy_rows";
+    case OpKind::kGetRows: return "get_rows";
   }
   return "unknown";
 }
@@ -128,6 +130,7 @@ struct Graph {
   int64_t n_tokens = 0;   // tokens in this step
   int64_t pos0 = 0;       // position of the first token (when kv is empty)
   KvMap kv;               // several sequences, or a paged cache (empty: pos0 + t)
+  std::vector<int32_t> get_rows;  // kGetRows: source rows
   int64_t position(int64_t t) const { return kv.pos.empty() ? pos0 + t : kv.pos[static_cast<size_t>(t)]; }
   RopeParams rope;
   AttentionParams attn;

@@ -191,6 +191,16 @@ Status OpCheck::run(size_t index, const Op& op) {
       BITNET_RETURN_IF_ERROR(same_shape(act(op.dst), act(op.a)));
       return same_shape(act(op.dst), act(op.b));
     }
+    case OpKind::kGetRows: {
+      BITNET_RETURN_IF_ERROR(acts(op, true, false));
+      const ActDesc& a = act(op.a);
+      const ActDesc& d = act(op.dst);
+      if (d.n_cols != a.n_cols || static_cast<int64_t>(g_.get_rows.size()) != d.n_rows) return bug("get_rows does not match dst");
+      for (int32_t r : g_.get_rows) {
+        if (r < 0 || r >= a.n_rows) return bug(fmt::format("row {} outside {} rows", r, a.n_rows));
+      }
+      return {};
+    }
     case OpKind::kCopyRows: {
       BITNET_RETURN_IF_ERROR(acts(op, true, false));
       const ActDesc& a = act(op.a);

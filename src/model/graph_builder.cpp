@@ -87,6 +87,11 @@ void GraphBuilder::copy_rows(hal::ActId dst, hal::ActId src, int64_t row0) {
   push({.kind = hal::OpKind::kCopyRows, .dst = dst, .a = src, .row0 = row0});
 }
 
+void GraphBuilder::get_rows(hal::ActId dst, hal::ActId src, std::span<const int32_t> rows) {
+  graph_.get_rows.assign(rows.begin(), rows.end());
+  push({.kind = hal::OpKind::kGetRows, .dst = dst, .a = src});
+}
+
 hal::Graph GraphBuilder::finish(hal::ActId logits) {
   graph_.logits = logits;
   return std::move(graph_);

@@ -40,6 +40,7 @@ class GraphBuilder {
   void glu(hal::ActId dst, hal::ActId gate, hal::ActId up, FfnAct act);
   void add(hal::ActId dst, hal::ActId a, hal::ActId b);
   void copy_rows(hal::ActId dst, hal::ActId src, int64_t row0);
+  void get_rows(hal::ActId dst, hal::ActId src, std::span<const int32_t> rows);
 
   hal::Graph finish(hal::ActId logits);
 

@@ -123,6 +123,12 @@ Result<Model> Model::from_gguf(const gguf::File& file) {
 }
 
 hal::Graph Model::build_graph(int64_t n_tokens, int64_t pos0, LogitRows rows) const {
+  if (rows == LogitRows::kAll) return build_graph(n_tokens, pos0, std::span<const int32_t>{});
+  const auto last = static_cast<int32_t>(n_tokens - 1);
+  return build_graph(n_tokens, pos0, std::span<const int32_t>(&last, 1));
+}
+
+hal::Graph Model::build_graph(int64_t n_tokens, int64_t pos0, std::span<const int32_t> out_rows) const {
   const ModelConfig& c = config_;
   GraphBuilder g(c, table_, n_tokens, pos0);
   const hal::ActId x = g.act("x", c.n_embd);  // [n_tokens][n_embd] residual stream
@@ -137,11 +143,16 @@ hal::Graph Model::build_graph(int64_t n_tokens, int64_t pos0, LogitRows rows) co
   }
   // Head: only the rows whose logits are wanted go through the (large) output matmul.
   hal::ActId h = x;
-  if (rows == LogitRows::kLast && n_tokens > 1) {
-    h = g.act("x_last", c.n_embd, hal::ActType::kF32, 1);
-    g.copy_rows(h, x, n_tokens - 1);
+  const int64_t n_out = out_rows.empty() ? n_tokens : static_cast<int64_t>(out_rows.size());
+  if (out_rows.size() == 1 && out_rows[0] == n_tokens - 1) {
+    if (n_tokens > 1) {
+      h = g.act("x_last", c.n_embd, hal::ActType::kF32, 1);
+      g.copy_rows(h, x, n_tokens - 1);
+    }
+  } else if (!out_rows.empty()) {
+    h = g.act("x_out", c.n_embd, hal::ActType::kF32, n_out);
+    g.get_rows(h, x, out_rows);
   }
-  const int64_t n_out = rows == LogitRows::kLast ? 1 : n_tokens;
   const hal::ActId hn = g.act("out_norm", c.n_embd, hal::ActType::kF32, n_out);
   const hal::ActId hq = g.act("out_q8", c.n_embd, hal::ActType::kQ8, n_out);
   const hal::ActId logits = g.act("logits", c.n_vocab, hal::ActType::kF32, n_out);

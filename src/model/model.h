@@ -58,6 +58,9 @@ class Model {
 
   // The op list for n_tokens tokens at positions pos0.. (logits for the last or every token).
   hal::Graph build_graph(int64_t n_tokens, int64_t pos0, LogitRows rows) const;
+  // The same with logits for the rows listed (in that order; empty: every row). A batch of
+  // several sequences sets the graph's kv map afterwards.
+  hal::Graph build_graph(int64_t n_tokens, int64_t pos0, std::span<const int32_t> out_rows) const;
 
  private:
   ModelConfig config_;

@@ -305,6 +305,14 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op, std::span<
     case hal::OpKind::kAdd:
       elementwise(desc(op.dst), op);
       return {};
+    case hal::OpKind::kGetRows: {
+      const hal::ActDesc& d = desc(op.dst);
+      for (int64_t i = 0; i < d.n_rows; ++i) {
+        std::memcpy(f32(op.dst) + i * d.n_cols, f32(op.a) + graph.get_rows[static_cast<size_t>(i)] * d.n_cols,
+                    static_cast<size_t>(d.n_cols) * sizeof(float));
+      }
+      return {};
+    }
     case hal::OpKind::kCopyRows: {
       const hal::ActDesc& d = desc(op.dst);
       std::memcpy(f32(op.dst), f32(op.a) + op.row0 * d.n_cols, static_cast<size_t>(d.n_rows * d.n_cols) * sizeof(float));

@@ -310,6 +310,18 @@ Status ClBackend::run_op(const hal::Graph& graph, const hal::Op& op) {
     case hal::OpKind::kRelu2Mul:
     case hal::OpKind::kAdd:
       return elementwise(graph, op);
+    case hal::OpKind::kGetRows: {
+      const hal::ActDesc& d = desc(op.dst);
+      const size_t row_bytes = static_cast<size_t>(d.n_cols) * sizeof(float);
+      for (int64_t i = 0; i < d.n_rows; ++i) {
+        const size_t src = static_cast<size_t>(graph.get_rows[static_cast<size_t>(i)]) * row_bytes;
+        BITNET_RETURN_IF_ERROR(cl_status(clEnqueueCopyBuffer(queue_.get(), act(op.a), act(op.dst), src,
+                                                             static_cast<size_t>(i) * row_bytes, row_bytes, 0, nullptr, nullptr),
+                                         "copying rows"));
+      }
+      kernels_used_.insert("opencl:get_rows");
+      return {};
+    }
     case hal::OpKind::kCopyRows: {
       const hal::ActDesc& d = desc(op.dst);
       const hal::ActDesc& s = desc(op.a);

@@ -187,6 +187,25 @@ Status VulkanBackend::record_op(VkCommandBuffer cb, const hal::Graph& graph, con
       return dispatch(cb, k, {bind(act(op.a).f32), bind(act(op.b).f32), bind(act(op.dst).f32)}, push, sizeof(push), gx,
                       ceil_div(groups, gx));
     }
+    case hal::OpKind::kGetRows: {
+      const hal::ActDesc& d = desc(op.dst);
+      const hal::ActDesc& s = desc(op.a);
+      if (!is_f32(op.a) || !is_f32(op.dst) || d.n_cols != s.n_cols || static_cast<int64_t>(graph.get_rows.size()) != d.n_rows) {
+        return shape_error(op, "rows outside the source");
+      }
+      const uint64_t row_bytes = static_cast<uint64_t>(d.n_cols) * 4;
+      std::vector<VkBufferCopy> regions;
+      for (int64_t i = 0; i < d.n_rows; ++i) {
+        const int32_t r = graph.get_rows[static_cast<size_t>(i)];
+        if (r < 0 || r >= s.n_rows) return shape_error(op, "rows outside the source");
+        regions.push_back({static_cast<uint64_t>(r) * row_bytes, static_cast<uint64_t>(i) * row_bytes, row_bytes});
+      }
+      if (!regions.empty()) {
+        vkCmdCopyBuffer(cb, act(op.a).f32.handle(), act(op.dst).f32.handle(), static_cast<uint32_t>(regions.size()), regions.data());
+      }
+      kernels_used_.insert("vulkan:get_rows");
+      return {};
+    }
     case hal::OpKind::kCopyRows: {
       const hal::ActDesc& d = desc(op.dst);
       const hal::ActDesc& s = desc(op.a);
