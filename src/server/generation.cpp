@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "model/sampler.h"
 
 namespace bitnet::server {
 
@@ -39,84 +38,123 @@ size_t held_back(std::string_view pending, std::span<const std::string> stop) {
   return hold;
 }
 
+Generation::Generation(const Engine& engine, const GenerationRequest& request, std::span<const int32_t> prompt,
+                       int64_t max_tokens, int64_t max_len, std::function<bool(std::string_view)> on_text)
+    : engine_(engine),
+      request_(request),
+      max_tokens_(max_tokens),
+      max_len_(max_len),
+      on_text_(std::move(on_text)),
+      history_(prompt.begin(), prompt.end()),
+      sampler_(request.sampling) {
+  r_.prompt_tokens = static_cast<int64_t>(prompt.size());
+  r_.finish_reason = "length";
+}
+
+void Generation::flush(bool final) {
+  const size_t hold = final ? 0 : held_back(std::string_view(r_.text).substr(sent_), request_.stop);
+  const size_t upto = r_.text.size() - hold;
+  if (upto > sent_ && !client_gone_) {
+    if (!on_text_(std::string_view(r_.text).substr(sent_, upto - sent_))) client_gone_ = true;
+    sent_ = upto;
+  }
+}
+
+void Generation::finish(const char* reason) {
+  r_.finish_reason = reason;
+  finished_ = true;
+  if (r_.finish_reason != "cancelled") flush(true);
+}
+
+void Generation::cancel() {
+  if (!finished_) finish("cancelled");
+}
+
+std::optional<int32_t> Generation::next(std::span<const float> logits) {
+  if (finished_) return std::nullopt;
+  if (client_gone_) {
+    finish("cancelled");
+    return std::nullopt;
+  }
+  if (r_.completion_tokens >= max_tokens_) {
+    finish("length");
+    return std::nullopt;
+  }
+  const int32_t id = sampler_.sample(logits, history_);
+  if (engine_.is_end_of_generation(id)) {
+    finish("stop");
+    return std::nullopt;
+  }
+  history_.push_back(id);
+  ++r_.completion_tokens;
+  const size_t before = r_.text.size();
+  r_.text += engine_.token_to_piece(id);
+  // A stop string may end inside this piece: cut the text where it starts.
+  bool hit = false;
+  for (const std::string& s : request_.stop) {
+    const size_t from = before >= s.size() ? before - s.size() + 1 : 0;
+    const size_t at = r_.text.find(s, from);
+    if (at != std::string::npos) {
+      r_.text.resize(at);
+      hit = true;
+    }
+  }
+  if (hit) {
+    finish("stop");
+    return std::nullopt;
+  }
+  flush(false);
+  if (client_gone_) {
+    finish("cancelled");
+    return std::nullopt;
+  }
+  // The token just sampled is evaluated next: it must fit, and the request must want more.
+  if (r_.completion_tokens >= max_tokens_ || static_cast<int64_t>(history_.size()) > max_len_) {
+    finish("length");
+    return std::nullopt;
+  }
+  return id;
+}
+
 Result<GenerationResult> generate(Engine& engine, std::span<const int32_t> prompt, const GenerationRequest& request,
                                   int64_t max_tokens, const std::atomic<bool>& cancel,
                                   const std::function<bool(std::string_view)>& on_text) {
-  GenerationResult r;
-  r.prompt_tokens = static_cast<int64_t>(prompt.size());
   if (prompt.empty()) return invalid_argument("the prompt is empty");
-  if (r.prompt_tokens >= engine.n_ctx()) {
-    return out_of_range("the prompt has " + std::to_string(r.prompt_tokens) + " tokens but the context holds " +
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  if (n_prompt >= engine.n_ctx()) {
+    return out_of_range("the prompt has " + std::to_string(n_prompt) + " tokens but the context holds " +
                         std::to_string(engine.n_ctx()));
   }
+  Generation gen(engine, request, prompt, max_tokens, engine.n_ctx(), on_text);
+  GenerationResult& r = gen.result();
   // Reuse the cached prefix, keeping at least the last prompt token to evaluate (its logits).
   const std::span<const int32_t> cached = engine.cached_tokens();
   int64_t keep = 0;
-  while (keep < r.prompt_tokens - 1 && keep < static_cast<int64_t>(cached.size()) && cached[keep] == prompt[keep]) ++keep;
+  while (keep < n_prompt - 1 && keep < static_cast<int64_t>(cached.size()) && cached[keep] == prompt[keep]) ++keep;
   engine.truncate(keep);
   r.cached_tokens = keep;
 
-  bool stopped = false;
-  const auto cancelled = [&] { return stopped || cancel.load(std::memory_order_relaxed); };
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits;
-  for (int64_t i = keep; i < r.prompt_tokens; i += kPrefillChunk) {
-    if (cancelled()) {
-      r.finish_reason = "cancelled";
+  for (int64_t i = keep; i < n_prompt; i += kPrefillChunk) {
+    if (cancel.load(std::memory_order_relaxed)) {
+      gen.cancel();
       return r;
     }
-    const int64_t n = std::min(kPrefillChunk, r.prompt_tokens - i);
+    const int64_t n = std::min(kPrefillChunk, n_prompt - i);
     BITNET_ASSIGN_OR_RETURN(logits, engine.eval(prompt.subspan(static_cast<size_t>(i), static_cast<size_t>(n)), false));
   }
   r.prompt_seconds = seconds_since(t0);
-
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
-  Sampler sampler(request.sampling);
-  size_t sent = 0;      // bytes of r.text sent
-  const auto flush = [&](bool final) {
-    const size_t hold = final ? 0 : held_back(std::string_view(r.text).substr(sent), request.stop);
-    const size_t upto = r.text.size() - hold;
-    if (upto > sent) {
-      if (!on_text(std::string_view(r.text).substr(sent, upto - sent))) stopped = true;
-      sent = upto;
-    }
-  };
   t0 = std::chrono::steady_clock::now();
-  r.finish_reason = "length";
-  for (int64_t i = 0; i < max_tokens; ++i) {
-    const int32_t id = sampler.sample(logits, history);
-    if (engine.is_end_of_generation(id)) {
-      r.finish_reason = "stop";
+  for (;;) {
+    const std::optional<int32_t> id = gen.next(logits);
+    if (!id) break;
+    if (cancel.load(std::memory_order_relaxed)) {
+      gen.cancel();
       break;
     }
-    history.push_back(id);
-    ++r.completion_tokens;
-    const size_t before = r.text.size();
-    r.text += engine.token_to_piece(id);
-    // A stop string may end inside this piece: cut the text where it starts.
-    bool hit = false;
-    for (const std::string& s : request.stop) {
-      const size_t from = before >= s.size() ? before - s.size() + 1 : 0;
-      const size_t at = r.text.find(s, from);
-      if (at != std::string::npos) {
-        r.text.resize(at);
-        hit = true;
-      }
-    }
-    if (hit) {
-      r.finish_reason = "stop";
-      break;
-    }
-    flush(false);
-    if (cancelled()) {
-      r.finish_reason = "cancelled";
-      break;
-    }
-    if (i + 1 == max_tokens) break;
-    if (engine.n_past() >= engine.n_ctx()) break;  // "length": the context is full
-    BITNET_ASSIGN_OR_RETURN(logits, engine.eval(std::span<const int32_t>(&id, 1), false));
+    BITNET_ASSIGN_OR_RETURN(logits, engine.eval(std::span<const int32_t>(&*id, 1), false));
   }
-  if (r.finish_reason != "cancelled") flush(true);
   r.generation_seconds = seconds_since(t0);
   return r;
 }

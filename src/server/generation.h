@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "bitnet/engine.h"
 #include "bitnet/status.h"
+#include "model/sampler.h"
 #include "server/request.h"
 
 namespace bitnet::server {
@@ -29,6 +31,37 @@ struct GenerationResult {
 
 // Prompt tokens are evaluated in chunks of this many, with a cancel check between them.
 inline constexpr int64_t kPrefillChunk = 128;
+
+// The sampling and text side of one request, apart from how its tokens are evaluated (alone
+// by generate(), or batched with others by the Scheduler): fed the logits after each
+// evaluated token, it samples, streams the text and says which token to evaluate next.
+class Generation {
+ public:
+  Generation(const Engine& engine, const GenerationRequest& request, std::span<const int32_t> prompt, int64_t max_tokens,
+             int64_t max_len, std::function<bool(std::string_view)> on_text);
+  // The logits after the last evaluated token: the next token to evaluate, or nothing when
+  // the generation has finished (result().finish_reason says why).
+  std::optional<int32_t> next(std::span<const float> logits);
+  void cancel();  // finishes as "cancelled" (nothing more is streamed)
+  bool finished() const { return finished_; }
+  GenerationResult& result() { return r_; }
+
+ private:
+  void flush(bool final);
+  void finish(const char* reason);
+
+  const Engine& engine_;
+  const GenerationRequest& request_;
+  int64_t max_tokens_;
+  int64_t max_len_;  // sequence length at which the context is full
+  std::function<bool(std::string_view)> on_text_;
+  std::vector<int32_t> history_;
+  Sampler sampler_;
+  GenerationResult r_;
+  size_t sent_ = 0;
+  bool finished_ = false;
+  bool client_gone_ = false;
+};
 
 // Runs `request` (its prompt already tokenized) to the end, calling on_text with each delta;
 // on_text returning false cancels like `cancel`.

@@ -387,7 +387,11 @@ void HttpServer::stop() { impl_->http.stop(); }
 void HttpServer::set_engine(Engine& engine, ChatRenderer chat) {
   impl_->chat = std::move(chat);
   impl_->metrics.kv_size = engine.n_ctx();
-  impl_->scheduler = std::make_unique<Scheduler>(engine, impl_->metrics, impl_->opt.max_queue);
+  SchedulerOptions so;
+  so.max_queue = impl_->opt.max_queue;
+  so.parallel = impl_->opt.parallel;
+  so.step_tokens = impl_->opt.step_tokens;
+  impl_->scheduler = std::make_unique<Scheduler>(engine, impl_->metrics, so);
   impl_->engine = &engine;
 }
 

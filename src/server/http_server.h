@@ -23,7 +23,9 @@ struct ServerOptions {
   int port = 8080;                 // 0: any free port (see HttpServer::port)
   std::string api_key;             // "": no authentication
   std::string cors_origin;         // "": no CORS headers
-  size_t max_queue = 16;           // requests waiting beyond the running one; more get 503
+  size_t max_queue = 16;           // requests waiting beyond the running ones; more get 503
+  size_t parallel = 4;             // requests decoded together in each step (continuous batching)
+  int64_t step_tokens = 512;       // tokens per step: decode tokens first, then prompt chunks
   size_t max_body_bytes = 4 << 20;
   int read_timeout_s = 30;
   int write_timeout_s = 30;
@@ -47,7 +49,8 @@ class HttpServer {
   // Serves until stop(); call after bind(), typically on its own thread.
   void run();
   void stop();
-  // The model is loaded: generation endpoints open. `chat` may be empty (chat endpoint: 400).
+  // The model is loaded: generation endpoints open. The engine needs a paged KV cache
+  // (EngineOptions::kv_block > 0). `chat` may be empty (chat endpoint: 400).
   void set_engine(Engine& engine, ChatRenderer chat);
 
  private:

@@ -9,7 +9,6 @@ namespace bitnet::server {
 void Metrics::record(const GenerationResult& r) {
   prompt_tokens += r.prompt_tokens;
   cached_prompt_tokens += r.cached_tokens;
-  if (r.cached_tokens > 0) ++prefix_cache_hits;
   completion_tokens += r.completion_tokens;
   if (r.finish_reason == "cancelled") ++requests_cancelled;
   std::lock_guard<std::mutex> lock(mu_);
@@ -27,7 +26,9 @@ std::string Metrics::prometheus() const {
   metric("requests_rejected_total", "counter", "Requests answered with an error before running.", requests_rejected.load());
   metric("requests_cancelled_total", "counter", "Generations stopped because the client went away.", requests_cancelled.load());
   metric("queue_depth", "gauge", "Requests waiting for the engine.", queue_depth.load());
-  metric("batch_size", "gauge", "Sequences in the running step.", running.load());
+  metric("batch_size", "gauge", "Sequences in the last step.", running.load());
+  metric("batch_size_peak", "gauge", "Most sequences in one step.", running_peak.load());
+  metric("steps_total", "counter", "Forward steps run.", steps.load());
   metric("prompt_tokens_total", "counter", "Prompt tokens received.", prompt_tokens.load());
   metric("completion_tokens_total", "counter", "Tokens generated.", completion_tokens.load());
   metric("prefix_cache_hits_total", "counter", "Requests whose prompt prefix was found in the KV cache.", prefix_cache_hits.load());

@@ -15,7 +15,9 @@ struct Metrics {
   std::atomic<int64_t> requests_rejected{0};  // 4xx/5xx before running (bad input, full queue)
   std::atomic<int64_t> requests_cancelled{0};
   std::atomic<int64_t> queue_depth{0};
-  std::atomic<int64_t> running{0};
+  std::atomic<int64_t> running{0};              // sequences in the last step
+  std::atomic<int64_t> running_peak{0};         // most sequences in one step
+  std::atomic<int64_t> steps{0};                // forward steps run
   std::atomic<int64_t> prompt_tokens{0};
   std::atomic<int64_t> cached_prompt_tokens{0};  // prompt tokens found in the KV cache
   std::atomic<int64_t> prefix_cache_hits{0};     // requests that reused a cached prefix

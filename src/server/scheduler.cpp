@@ -1,16 +1,35 @@
 #include "server/scheduler.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace bitnet::server {
 
-Scheduler::Scheduler(Engine& engine, Metrics& metrics, size_t max_queue)
-    : engine_(engine), metrics_(metrics), max_queue_(max_queue), thread_([this] { worker(); }) {}
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+struct Scheduler::Running {
+  std::shared_ptr<Job> job;
+  int32_t seq = 0;
+  std::unique_ptr<Generation> gen;
+  int64_t prefilled = 0;              // prompt tokens in the cache
+  std::optional<int32_t> pending;     // sampled, to be evaluated next step
+  std::chrono::steady_clock::time_point t_start, t_first;
+  bool done = false;
+};
+
+Scheduler::Scheduler(Engine& engine, Metrics& metrics, SchedulerOptions options)
+    : engine_(engine), metrics_(metrics), opt_(options), thread_([this] { worker(); }) {}
 
 Scheduler::~Scheduler() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    for (auto& j : queue_) j->cancel = true;
-    if (running_) running_->cancel = true;
   }
   cv_.notify_all();
   thread_.join();
@@ -20,7 +39,7 @@ Scheduler::~Scheduler() {
 bool Scheduler::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || queue_.size() >= max_queue_) return false;
+    if (stopping_ || queue_.size() >= opt_.max_queue) return false;
     queue_.push_back(std::move(job));
     metrics_.queue_depth = static_cast<int64_t>(queue_.size());
   }
@@ -33,29 +52,157 @@ size_t Scheduler::queued() const {
   return queue_.size();
 }
 
+bool Scheduler::evict_one() {
+  if (cached_.empty()) return false;
+  engine_.close_sequence(cached_.back());
+  cached_.pop_back();
+  return true;
+}
+
+// A sequence for the job: the cached one sharing the longest prefix with its prompt (all but
+// the prompt's last token may be reused), else a new one.
+void Scheduler::admit(std::shared_ptr<Job> job) {
+  auto r = std::make_unique<Running>();
+  r->job = job;
+  r->t_start = std::chrono::steady_clock::now();
+  const std::vector<int32_t>& p = job->prompt;
+  auto best = cached_.end();
+  int64_t best_len = 0;
+  for (auto it = cached_.begin(); it != cached_.end(); ++it) {
+    const std::span<const int32_t> t = engine_.sequence_tokens(*it);
+    int64_t n = 0;
+    while (n + 1 < static_cast<int64_t>(p.size()) && n < static_cast<int64_t>(t.size()) && t[n] == p[n]) ++n;
+    if (n > best_len) {
+      best_len = n;
+      best = it;
+    }
+  }
+  if (best != cached_.end()) {
+    r->seq = *best;
+    cached_.erase(best);
+    engine_.truncate_sequence(r->seq, best_len);
+    r->prefilled = best_len;
+    ++metrics_.prefix_cache_hits;
+  } else {
+    Result<int32_t> seq = engine_.open_sequence();
+    if (!seq.ok()) {
+      job->done.set_value(seq.status());
+      return;
+    }
+    r->seq = *seq;
+  }
+  r->gen = std::make_unique<Generation>(engine_, job->request, p, job->max_tokens, engine_.n_ctx(), job->on_text);
+  r->gen->result().cached_tokens = r->prefilled;
+  running_.push_back(std::move(r));
+}
+
+void Scheduler::finish(Running& r, Result<GenerationResult> result) {
+  r.done = true;
+  if (result.ok()) {
+    result->prompt_seconds = r.t_first.time_since_epoch().count() > 0
+                                 ? std::chrono::duration<double>(r.t_first - r.t_start).count()
+                                 : seconds_since(r.t_start);
+    result->generation_seconds = r.t_first.time_since_epoch().count() > 0 ? seconds_since(r.t_first) : 0.0;
+    metrics_.record(*result);
+  }
+  // The sequence stays cached for the next prompt that starts the same way.
+  cached_.push_front(r.seq);
+  while (cached_.size() > opt_.cached_sequences) evict_one();
+  r.job->done.set_value(std::move(result));
+}
+
+bool Scheduler::step() {
+  for (auto& r : running_) {
+    if (r->job->cancel.load(std::memory_order_relaxed)) {
+      r->gen->cancel();
+      finish(*r, r->gen->result());
+    }
+  }
+  std::erase_if(running_, [](const std::unique_ptr<Running>& r) { return r->done; });
+  if (running_.empty()) return false;
+
+  // Decode tokens first, then prompt chunks in admission order within the budget.
+  std::vector<Engine::StepInput> batch;
+  std::vector<Running*> who;
+  std::vector<int64_t> chunk;
+  int64_t budget = opt_.step_tokens;
+  for (auto& r : running_) {
+    if (r->pending) {
+      batch.push_back({r->seq, std::span<const int32_t>(&*r->pending, 1)});
+      who.push_back(r.get());
+      chunk.push_back(0);
+      --budget;
+    }
+  }
+  for (auto& r : running_) {
+    const int64_t left = static_cast<int64_t>(r->job->prompt.size()) - r->prefilled;
+    if (r->pending || left <= 0 || budget <= 0) continue;
+    const int64_t n = std::min(left, budget);
+    batch.push_back({r->seq, std::span<const int32_t>(r->job->prompt).subspan(static_cast<size_t>(r->prefilled),
+                                                                               static_cast<size_t>(n))});
+    who.push_back(r.get());
+    chunk.push_back(n);
+    budget -= n;
+  }
+  if (batch.empty()) return false;
+  Result<std::vector<std::vector<float>>> logits = engine_.step(batch);
+  if (!logits.ok() && logits.status().code() == StatusCode::kOutOfRange) {
+    if (evict_one()) return true;  // room from a cached sequence; try again
+    // No room left: the request that came last ends here, as a full context does.
+    Running& last = *running_.back();
+    if (last.t_first.time_since_epoch().count() == 0) {
+      finish(last, unavailable("the KV cache is full; retry later"));
+    } else {
+      last.gen->result().finish_reason = "length";
+      finish(last, last.gen->result());
+    }
+    std::erase_if(running_, [](const std::unique_ptr<Running>& r) { return r->done; });
+    return true;
+  }
+  if (!logits.ok()) {
+    for (auto& r : running_) finish(*r, logits.status());
+    running_.clear();
+    return true;
+  }
+  metrics_.running = static_cast<int64_t>(batch.size());
+  ++metrics_.steps;
+  if (metrics_.running > metrics_.running_peak) metrics_.running_peak = metrics_.running.load();
+  for (size_t i = 0; i < who.size(); ++i) {
+    Running& r = *who[i];
+    if (chunk[i] > 0) {
+      r.prefilled += chunk[i];
+      if (r.prefilled < static_cast<int64_t>(r.job->prompt.size())) continue;  // more prompt to go
+      r.t_first = std::chrono::steady_clock::now();
+    }
+    r.pending = r.gen->next((*logits)[i]);
+    if (!r.pending) finish(r, r.gen->result());
+  }
+  std::erase_if(running_, [](const std::unique_ptr<Running>& r) { return r->done; });
+  metrics_.kv_used = engine_.n_ctx() - engine_.free_kv_positions();
+  return true;
+}
+
 void Scheduler::worker() {
   for (;;) {
-    std::shared_ptr<Job> job;
+    std::vector<std::shared_ptr<Job>> admitted;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      job = queue_.front();
-      queue_.pop_front();
-      running_ = job;
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
+      if (stopping_) break;
+      while (running_.size() + admitted.size() < opt_.parallel && !queue_.empty()) {
+        admitted.push_back(queue_.front());
+        queue_.pop_front();
+      }
       metrics_.queue_depth = static_cast<int64_t>(queue_.size());
     }
-    metrics_.running = 1;
-    Result<GenerationResult> r = generate(engine_, job->prompt, job->request, job->max_tokens, job->cancel, job->on_text);
-    metrics_.running = 0;
-    metrics_.kv_used = engine_.n_past();
-    if (r.ok()) metrics_.record(*r);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      running_.reset();
-    }
-    job->done.set_value(std::move(r));
+    for (auto& job : admitted) admit(std::move(job));
+    if (!step()) metrics_.running = 0;
   }
+  for (auto& r : running_) {
+    r->gen->cancel();
+    finish(*r, unavailable("the server is shutting down"));
+  }
+  running_.clear();
 }
 
 }  // namespace bitnet::server

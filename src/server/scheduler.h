@@ -1,6 +1,10 @@
-// The worker that owns the Engine: requests queue up (bounded) and run one at a time on its
-// thread. This is the seam where the batched multi-sequence step (issue: shared Model,
-// Sessions, paged KV) replaces one-at-a-time: submit/cancel/metrics stay as they are.
+// Continuous batching over one Engine with a paged KV cache: requests wait in a bounded queue,
+// up to `parallel` run at once, and every step is one forward pass over all of them: the
+// decode tokens first, then prompt chunks within the step's token budget (chunked prefill),
+// so a long prompt never stalls the streams already running. Requests join and leave between
+// steps; a cancelled one (client gone) stops at the next step, prefill included.
+// Prefix caching: a finished request's sequence stays in the cache (LRU, bounded); a new
+// request whose prompt starts with the same tokens adopts it and evaluates only the rest.
 #pragma once
 
 #include <atomic>
@@ -8,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -29,9 +34,17 @@ struct Job {
   std::promise<Result<GenerationResult>> done;
 };
 
+struct SchedulerOptions {
+  size_t max_queue = 16;        // requests waiting; more are refused
+  size_t parallel = 4;          // requests running at once (sequences in a step)
+  int64_t step_tokens = 512;    // tokens per forward step (decode tokens + prompt chunks)
+  size_t cached_sequences = 8;  // finished sequences kept for prefix reuse
+};
+
 class Scheduler {
  public:
-  Scheduler(Engine& engine, Metrics& metrics, size_t max_queue);
+  // `engine` must have a paged KV cache (EngineOptions::kv_block > 0).
+  Scheduler(Engine& engine, Metrics& metrics, SchedulerOptions options);
   ~Scheduler();  // cancels what is queued or running and joins the worker
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -41,16 +54,23 @@ class Scheduler {
   size_t queued() const;
 
  private:
+  struct Running;
   void worker();
+  void admit(std::shared_ptr<Job> job);
+  bool step();  // one forward pass; false when nothing ran
+  void finish(Running& r, Result<GenerationResult> result);
+  bool evict_one();  // closes the least recently used cached sequence
 
   Engine& engine_;
   Metrics& metrics_;
-  const size_t max_queue_;
+  const SchedulerOptions opt_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::shared_ptr<Job> running_;
   bool stopping_ = false;
+  // Worker-only state.
+  std::vector<std::unique_ptr<Running>> running_;
+  std::list<int32_t> cached_;  // finished sequences, most recent first
   std::thread thread_;
 };
 

@@ -66,11 +66,14 @@ void add_serve_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' (default: $BITNET_API_KEY, else none)");
   cmd->add_option("--cors", s.cors_origin, "allow cross-origin requests from this origin (default: CORS off)");
   cmd->add_option("--alias", flags->alias, "model id in responses and /v1/models (default: the file name)");
+  add_number(*cmd, "--parallel", s.parallel, size_t{1}, size_t{256}, "requests decoded together (continuous batching; default: 4)");
   add_number(*cmd, "--max-queue", s.max_queue, size_t{1}, size_t{4096}, "requests that may wait; more get 503 + Retry-After (default: 16)");
   add_number(*cmd, "--timeout", s.read_timeout_s, 1, 3600, "read/write timeout per connection in seconds (default: 30)");
   add_number(*cmd, "--max-tokens", s.limits.max_tokens, int64_t{1}, kMaxTokens, "largest max_tokens a request may ask (default: 4096)");
   cmd->callback([flags, &runner] {
     flags->server.write_timeout_s = flags->server.read_timeout_s;
+    flags->model.kv_block = 16;  // a paged KV cache shared by the requests; -c is the whole pool
+    flags->server.step_tokens = flags->model.n_batch;
     runner = [flags] { return run(*flags); };
   });
 }

@@ -43,6 +43,7 @@ struct ModelFlags {
   std::string head_type;  // empty: the head as stored
   std::string cache_type = "f16";  // KV cache elements: f16 | f32
   std::string receipt;
+  int64_t kv_block = 0;  // paged KV cache block (serve); not a flag
 };
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
 // -t, -b, --device, --head-type and --cache-type alone, for a command whose -c means something else

@@ -57,6 +57,7 @@ Result<EngineOptions> engine_options_from_env(const ModelFlags& flags) {
   o.n_ctx = flags.n_ctx;
   o.head_type = flags.head_type;
   o.cache_type = flags.cache_type;
+  o.kv_block = flags.kv_block;
   o.device = !flags.device.empty() ? flags.device : !env("BITNET_DEVICE").empty() ? env("BITNET_DEVICE") : "auto";
   o.gpu_backend = env("BITNET_GPU_BACKEND");
   o.cpu_isa = env("BITNET_CPU_ISA");
