@@ -14,6 +14,7 @@
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/web_ui.h"
 
 namespace bitnet::server {
 
@@ -134,7 +135,8 @@ void HttpServer::Impl::routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // The page itself and /health need no key; the API calls the page makes do.
+    if (req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
     return authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
   });
   http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
@@ -149,6 +151,9 @@ void HttpServer::Impl::routes() {
     send_error(res, {500, "server_error", "", "internal error"});
   });
 
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(web_ui_html()), "text/html; charset=utf-8");
+  });
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (engine.load() == nullptr) {
       res.status = 503;

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -319,6 +322,61 @@ TEST_F(Server, ASharedPrefixComesFromTheCache) {
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("bitnet_prefix_cache_hits_total 1"), std::string::npos) << m->body;
+}
+
+}  // namespace
+}  // namespace bitnet::server
+
+namespace bitnet::server {
+namespace {
+
+// Runs `command`, returning its standard output.
+std::string run_command(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// The page at "/" in Debian's headless Chromium: `/?prompt=` sends a message on load, the
+// reply streams into the page (the DOM after the scripts ran holds it, with its tokens/s), and
+// a screenshot of the page with the reply differs from one of the empty page.
+TEST_F(Server, WebPageStreamsAReplyInAHeadlessBrowser) {
+  const char* browser = "/usr/bin/chromium";
+  if (::access(browser, X_OK) != 0) GTEST_SKIP() << "no " << browser << " (Debian package chromium)";
+  start();
+  const std::string base = "http://127.0.0.1:" + std::to_string(port_) + "/";
+  const std::string flags = std::string(browser) +
+                            " --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir=" +
+                            (std::filesystem::temp_directory_path() / ("bitnet-chromium-" + std::to_string(::getpid()))).string() +
+                            " --virtual-time-budget=20000 --window-size=900,700 ";
+  const std::string dom = run_command(flags + "--dump-dom '" + base + "?prompt=Tell%20me%20a%20story' 2>/dev/null");
+  const size_t at = dom.find("class=\"msg assistant\"");
+  ASSERT_NE(at, std::string::npos) << dom;
+  const size_t reply = dom.find("<span class=\"reply\">", at);
+  ASSERT_NE(reply, std::string::npos) << dom;
+  const size_t text = reply + std::string("<span class=\"reply\">").size();
+  EXPECT_NE(dom.compare(text, 7, "</span>"), 0) << "the reply is empty: " << dom.substr(at, 300);
+  EXPECT_NE(dom.find("tokens/s", at), std::string::npos) << dom.substr(at, 300);
+
+  const auto shot = [&](const std::string& url, const std::string& name) {
+    const auto path = std::filesystem::temp_directory_path() / (name + std::to_string(::getpid()) + ".png");
+    run_command(flags + "--screenshot=" + path.string() + " '" + url + "' 2>/dev/null");
+    std::ifstream in(path, std::ios::binary);
+    std::string png((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::filesystem::remove(path);
+    return png;
+  };
+  const std::string empty = shot(base, "bitnet-empty-");
+  const std::string with_reply = shot(base + "?prompt=Tell%20me%20a%20story", "bitnet-reply-");
+  ASSERT_GT(with_reply.size(), 8u);
+  EXPECT_EQ(with_reply.substr(1, 3), "PNG");
+  EXPECT_GT(with_reply.size(), empty.size());  // text drawn where the empty page has none
+  std::error_code ec;
+  std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("bitnet-chromium-" + std::to_string(::getpid())), ec);
 }
 
 }  // namespace

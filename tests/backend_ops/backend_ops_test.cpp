@@ -237,7 +237,10 @@ std::vector<OpCase> make_cases() {
     }
   }
   // qwen3's q/k norms: each head slice of a row normalized on its own, in place.
-  for (auto [n_head, head_dim] : {std::pair<int32_t, int64_t>{4, 96}, {2, 128}, {5, 64}}) {
+  for (const auto& pair : {std::pair<int32_t, int64_t>{4, 96}, {2, 128}, {5, 64}}) {
+    // Locals, not structured bindings: clang 14 does not capture bindings in lambdas.
+    const auto n_head = pair.first;
+    const auto head_dim = pair.second;
     for (int64_t nt : {1, 7}) {
       auto w = std::make_shared<std::array<hal::WeightId, 2>>();
       const int64_t n = n_head * head_dim;
@@ -286,7 +289,10 @@ std::vector<OpCase> make_cases() {
     }
   }
   for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
-    for (auto [k, rows] : {std::pair<int64_t, int64_t>{256, 96}, {512, 37}, {768, 256}}) {
+    for (const auto& pair : {std::pair<int64_t, int64_t>{256, 96}, {512, 37}, {768, 256}}) {
+      // Locals, not structured bindings: clang 14 does not capture bindings in lambdas.
+      const auto k = pair.first;
+      const auto rows = pair.second;
       for (int64_t nt : {1, 7}) {
         auto w = std::make_shared<std::array<hal::WeightId, 2>>();
         OpCase c;
@@ -314,7 +320,10 @@ std::vector<OpCase> make_cases() {
     }
   }
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
-    for (auto [k, rows] : {std::pair<int64_t, int64_t>{64, 33}, {256, 512}}) {
+    for (const auto& pair : {std::pair<int64_t, int64_t>{64, 33}, {256, 512}}) {
+      // Locals, not structured bindings: clang 14 does not capture bindings in lambdas.
+      const auto k = pair.first;
+      const auto rows = pair.second;
       for (int64_t nt : {1, 7}) cases.push_back(scaled_matmul_case(type, k, rows, nt, std::make_shared<std::array<hal::WeightId, 3>>()));
     }
   }
@@ -327,7 +336,10 @@ std::vector<OpCase> make_cases() {
     const std::vector<std::pair<int64_t, int64_t>> shapes =
         k_quant ? std::vector<std::pair<int64_t, int64_t>>{{256, 33}, {768, 128}}
                 : std::vector<std::pair<int64_t, int64_t>>{{64, 33}, {256, 512}, {576, 96}};
-    for (auto [k, rows] : shapes) {
+    for (const auto& pair : shapes) {
+      // Locals, not structured bindings: clang 14 does not capture bindings in lambdas.
+      const auto k = pair.first;
+      const auto rows = pair.second;
       for (int64_t nt : {1, 7}) {
         auto w = std::make_shared<std::array<hal::WeightId, 3>>();
         OpCase c = scaled_matmul_case(type, k, rows, nt, w);
@@ -413,7 +425,10 @@ std::vector<OpCase> make_cases() {
       }
     }
   }
-  for (auto [n_head, n_head_kv] : {std::pair<int32_t, int32_t>{4, 1}, {4, 2}, {4, 4}}) {
+  for (const auto& pair : {std::pair<int32_t, int32_t>{4, 1}, {4, 2}, {4, 4}}) {
+    // Locals, not structured bindings: clang 14 does not capture bindings in lambdas.
+    const auto n_head = pair.first;
+    const auto n_head_kv = pair.second;
     for (int32_t head_dim : {32, 64}) {
       auto w = std::make_shared<std::array<hal::WeightId, 3>>();
       OpCase c;
