@@ -13,7 +13,7 @@ N_PREDICT ?= 100
 APT_PACKAGES := build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev \
 	libcli11-dev libcpp-httplib-dev libicu-dev libssl-dev libgtest-dev libgmock-dev python3 python3-numpy \
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
-	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools libbenchmark-dev chromium
+	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools libbenchmark-dev chromium nginx
 # Arm64: Debian's cross compiler and multiarch libraries; the tests run under qemu-user.
 CROSS_PACKAGES := g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
 	libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64 libssl-dev:arm64
