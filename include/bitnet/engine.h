@@ -125,7 +125,12 @@ class Engine {
   Result<int32_t> open_sequence();
   void close_sequence(int32_t seq);  // its blocks go back to the pool (not sequence 0)
   std::span<const int32_t> sequence_tokens(int32_t seq) const;  // its tokens in the cache
-  void truncate_sequence(int32_t seq, int64_t n);               // keeps its first n tokens
+  // Keeps its first n tokens; returns how many it kept (fewer than n when n ends inside a
+  // block another sequence shares: the kept tokens end at that block's start).
+  int64_t truncate_sequence(int32_t seq, int64_t n);
+  // A new sequence that shares the whole blocks of `src`'s first n tokens (no copy, no
+  // evaluation: a common prompt prefix); it holds floor(n / kv_block) * kv_block tokens.
+  Result<int32_t> fork_sequence(int32_t src, int64_t n);
   int64_t free_kv_positions() const;  // positions of blocks no sequence holds
   struct StepInput {
     int32_t seq;

@@ -147,3 +147,64 @@ TEST(BatchPool, PagedSequenceZeroEqualsThePlainCache) {
 
 }  // namespace
 }  // namespace bitnet
+
+namespace bitnet {
+namespace {
+
+// fork_sequence shares whole blocks of a prefix: the fork continues exactly as a sequence
+// that evaluated the prefix itself, the source may go on or close, the blocks are freed only
+// when the last holder lets go, and truncating into a shared block backs off to its start.
+TEST(BatchPool, ForkedPrefixesShareBlocks) {
+  auto e = load(16, 256);
+  ASSERT_NE(e, nullptr);
+  const std::vector<int32_t> prompt =
+      e->tokenize("Once upon a time, there was a little girl named Lily. She loved to play in the park", true, false);
+  ASSERT_GT(prompt.size(), 17u);
+  auto a = e->open_sequence();
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(e->step(std::vector<Engine::StepInput>{{*a, prompt}}).ok());
+  const int64_t free_before = e->free_kv_positions();
+  auto b = e->fork_sequence(*a, static_cast<int64_t>(prompt.size()) - 1);
+  ASSERT_TRUE(b.ok());
+  const size_t shared = (prompt.size() - 1) / 16 * 16;
+  EXPECT_EQ(e->sequence_tokens(*b).size(), shared);
+  EXPECT_EQ(e->free_kv_positions(), free_before);  // nothing copied, nothing taken
+  // The fork evaluates the rest of the prompt and continues greedily like a fresh sequence.
+  const std::vector<int32_t> rest(prompt.begin() + static_cast<std::ptrdiff_t>(shared), prompt.end());
+  auto logits = e->step(std::vector<Engine::StepInput>{{*b, rest}});
+  ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+  std::vector<int32_t> got = {argmax((*logits)[0])};
+  e->close_sequence(*a);  // the source goes away; the shared blocks stay for the fork
+  for (int i = 0; i < 9; ++i) {
+    logits = e->step(std::vector<Engine::StepInput>{{*b, std::span<const int32_t>(&got.back(), 1)}});
+    ASSERT_TRUE(logits.ok());
+    got.push_back(argmax((*logits)[0]));
+  }
+  EXPECT_EQ(got, alone(prompt, 10, "cpu"));
+  // Truncating into the first (shared with nobody now) block keeps what was asked.
+  EXPECT_EQ(e->truncate_sequence(*b, 5), 5);
+  auto c = e->fork_sequence(*b, 5);  // less than a block: shares nothing
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(e->sequence_tokens(*c).empty());
+  e->close_sequence(*b);
+  e->close_sequence(*c);
+  EXPECT_EQ(e->free_kv_positions(), 256 - 16 * ((static_cast<int64_t>(e->n_past()) + 15) / 16));
+}
+
+TEST(BatchPool, TruncatingIntoASharedBlockBacksOffToItsStart) {
+  auto e = load(16, 256);
+  ASSERT_NE(e, nullptr);
+  auto a = e->open_sequence();
+  ASSERT_TRUE(a.ok());
+  const std::vector<int32_t> forty(40, 7);
+  ASSERT_TRUE(e->step(std::vector<Engine::StepInput>{{*a, forty}}).ok());
+  auto b = e->fork_sequence(*a, 40);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(e->sequence_tokens(*b).size(), 32u);
+  EXPECT_EQ(e->truncate_sequence(*a, 20), 16);  // block 1 is shared with b: not written into
+  EXPECT_EQ(e->truncate_sequence(*b, 20), 20);  // a gave it up: b's alone now
+  ASSERT_TRUE(e->step(std::vector<Engine::StepInput>{{*a, forty}, {*b, forty}}).ok());
+}
+
+}  // namespace
+}  // namespace bitnet

@@ -134,6 +134,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& opt
     impl->kv_block = options.kv_block;
     impl->n_ctx = (impl->n_ctx + options.kv_block - 1) / options.kv_block * options.kv_block;
     for (int64_t b = impl->n_ctx / options.kv_block - 1; b >= 0; --b) impl->free_blocks.push_back(static_cast<int32_t>(b));
+    impl->block_refs.assign(static_cast<size_t>(impl->n_ctx / options.kv_block), 0);
     impl->seqs[0] = {};
   }
 
@@ -211,7 +212,10 @@ std::span<const int32_t> Engine::cached_tokens() const {
 }
 
 void Engine::truncate(int64_t n) {
-  if (impl_->kv_block > 0) return impl_->truncate_sequence(impl_->seqs.at(0), n);
+  if (impl_->kv_block > 0) {
+    impl_->truncate_sequence(impl_->seqs.at(0), n);
+    return;
+  }
   if (n >= 0 && n < static_cast<int64_t>(impl_->history.size())) impl_->history.resize(static_cast<size_t>(n));
 }
 
@@ -226,8 +230,22 @@ void Engine::close_sequence(int32_t seq) {
   const auto it = impl_->seqs.find(seq);
   if (seq == 0 || it == impl_->seqs.end()) return;
   impl_->truncate_sequence(it->second, 0);
-  for (int32_t b : it->second.blocks) impl_->free_blocks.push_back(b);
+  for (int32_t b : it->second.blocks) impl_->drop_block(b);
   impl_->seqs.erase(it);
+}
+
+Result<int32_t> Engine::fork_sequence(int32_t src, int64_t n) {
+  if (impl_->kv_block <= 0) return unsupported("several sequences need a paged KV cache (EngineOptions::kv_block)");
+  const auto it = impl_->seqs.find(src);
+  if (it == impl_->seqs.end()) return invalid_argument(fmt::format("no sequence {}", src));
+  const int64_t full = std::min<int64_t>(n, static_cast<int64_t>(it->second.tokens.size())) / impl_->kv_block;
+  EngineCore::Sequence fork;
+  fork.blocks.assign(it->second.blocks.begin(), it->second.blocks.begin() + full);
+  fork.tokens.assign(it->second.tokens.begin(), it->second.tokens.begin() + full * impl_->kv_block);
+  for (int32_t b : fork.blocks) ++impl_->block_refs[static_cast<size_t>(b)];
+  const int32_t id = impl_->next_seq++;
+  impl_->seqs[id] = std::move(fork);
+  return id;
 }
 
 std::span<const int32_t> Engine::sequence_tokens(int32_t seq) const {
@@ -236,13 +254,13 @@ std::span<const int32_t> Engine::sequence_tokens(int32_t seq) const {
   return it == impl_->seqs.end() ? std::span<const int32_t>{} : std::span<const int32_t>(it->second.tokens);
 }
 
-void Engine::truncate_sequence(int32_t seq, int64_t n) {
+int64_t Engine::truncate_sequence(int32_t seq, int64_t n) {
   if (impl_->kv_block <= 0) {
     if (seq == 0) truncate(n);
-    return;
+    return seq == 0 ? n_past() : 0;
   }
   const auto it = impl_->seqs.find(seq);
-  if (it != impl_->seqs.end()) impl_->truncate_sequence(it->second, n);
+  return it == impl_->seqs.end() ? 0 : impl_->truncate_sequence(it->second, n);
 }
 
 int64_t Engine::free_kv_positions() const {

@@ -50,6 +50,18 @@ struct EngineCore {
   };
   int64_t kv_block = 0;
   std::vector<int32_t> free_blocks;
+  // Sequences holding each block: a prefix shared by fork_sequence counts once per holder.
+  // A shared block is always full, so no step writes into it.
+  std::vector<int32_t> block_refs;
+  int32_t take_block() {
+    const int32_t b = free_blocks.back();
+    free_blocks.pop_back();
+    block_refs[static_cast<size_t>(b)] = 1;
+    return b;
+  }
+  void drop_block(int32_t b) {
+    if (--block_refs[static_cast<size_t>(b)] == 0) free_blocks.push_back(b);
+  }
   std::map<int32_t, Sequence> seqs;
   int32_t next_seq = 1;
   // Makes the backend of a device; tests swap in one that injects faults (as leveldb's Env).
@@ -261,10 +273,11 @@ struct EngineCore {
       Sequence& seq = seqs[in.seq];
       taken.emplace_back(in.seq, seq.blocks.size());
       const int64_t len = static_cast<int64_t>(seq.tokens.size() + in.tokens.size());
-      while (static_cast<int64_t>(seq.blocks.size()) * kv_block < len) {
-        seq.blocks.push_back(free_blocks.back());
-        free_blocks.pop_back();
+      if (!seq.blocks.empty() && static_cast<int64_t>(seq.tokens.size()) % kv_block != 0 &&
+          block_refs[static_cast<size_t>(seq.blocks.back())] > 1) {
+        return internal_error("a step would write into a block another sequence shares");
       }
+      while (static_cast<int64_t>(seq.blocks.size()) * kv_block < len) seq.blocks.push_back(take_block());
     }
     std::vector<int32_t> tokens, out_rows;
     hal::KvMap map;
@@ -294,7 +307,7 @@ struct EngineCore {
       for (const auto& [id, had] : taken) {
         Sequence& seq = seqs[id];
         while (seq.blocks.size() > had) {
-          free_blocks.push_back(seq.blocks.back());
+          drop_block(seq.blocks.back());
           seq.blocks.pop_back();
         }
       }
@@ -307,14 +320,20 @@ struct EngineCore {
     return {};
   }
 
-  // Keeps the first n tokens of a sequence and gives back the blocks it no longer needs.
-  void truncate_sequence(Sequence& seq, int64_t n) {
-    if (n < 0 || n >= static_cast<int64_t>(seq.tokens.size())) return;
+  // Keeps the first n tokens of a sequence (fewer when n ends inside a block another sequence
+  // shares: then that block goes too, as the next step would write into it) and gives back
+  // the blocks it no longer needs. Returns the tokens kept.
+  int64_t truncate_sequence(Sequence& seq, int64_t n) {
+    if (n < 0 || n >= static_cast<int64_t>(seq.tokens.size())) return static_cast<int64_t>(seq.tokens.size());
+    if (n % kv_block != 0 && block_refs[static_cast<size_t>(seq.blocks[static_cast<size_t>(n / kv_block)])] > 1) {
+      n -= n % kv_block;
+    }
     seq.tokens.resize(static_cast<size_t>(n));
     while (static_cast<int64_t>(seq.blocks.size()) * kv_block >= n + kv_block) {
-      free_blocks.push_back(seq.blocks.back());
+      drop_block(seq.blocks.back());
       seq.blocks.pop_back();
     }
+    return n;
   }
 };
 

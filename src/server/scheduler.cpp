@@ -59,37 +59,40 @@ bool Scheduler::evict_one() {
   return true;
 }
 
-// A sequence for the job: the cached one sharing the longest prefix with its prompt (all but
-// the prompt's last token may be reused), else a new one.
+// A sequence for the job. Its prompt's longest common prefix with a cached sequence (a
+// finished request's) or a running one is shared, block by whole block (Engine::fork_sequence:
+// the blocks are referenced, not copied, and never written again); the rest is prefilled.
 void Scheduler::admit(std::shared_ptr<Job> job) {
   auto r = std::make_unique<Running>();
   r->job = job;
   r->t_start = std::chrono::steady_clock::now();
   const std::vector<int32_t>& p = job->prompt;
-  auto best = cached_.end();
+  int32_t best = -1;
   int64_t best_len = 0;
-  for (auto it = cached_.begin(); it != cached_.end(); ++it) {
-    const std::span<const int32_t> t = engine_.sequence_tokens(*it);
-    int64_t n = 0;
+  const auto consider = [&](int32_t seq) {
+    const std::span<const int32_t> t = engine_.sequence_tokens(seq);
+    int64_t n = 0;  // all but the prompt's last token may come from the cache (its logits are needed)
     while (n + 1 < static_cast<int64_t>(p.size()) && n < static_cast<int64_t>(t.size()) && t[n] == p[n]) ++n;
     if (n > best_len) {
       best_len = n;
-      best = it;
+      best = seq;
     }
+  };
+  for (int32_t seq : cached_) consider(seq);
+  for (const auto& other : running_) consider(other->seq);
+  Result<int32_t> seq = best >= 0 ? engine_.fork_sequence(best, best_len) : engine_.open_sequence();
+  if (!seq.ok()) {
+    job->done.set_value(seq.status());
+    return;
   }
-  if (best != cached_.end()) {
-    r->seq = *best;
-    cached_.erase(best);
-    engine_.truncate_sequence(r->seq, best_len);
-    r->prefilled = best_len;
+  r->seq = *seq;
+  r->prefilled = static_cast<int64_t>(engine_.sequence_tokens(r->seq).size());
+  if (r->prefilled > 0) {
     ++metrics_.prefix_cache_hits;
-  } else {
-    Result<int32_t> seq = engine_.open_sequence();
-    if (!seq.ok()) {
-      job->done.set_value(seq.status());
-      return;
+    // The cached sequence it came from is the most recently useful one.
+    if (const auto it = std::find(cached_.begin(), cached_.end(), best); it != cached_.end()) {
+      cached_.splice(cached_.begin(), cached_, it);
     }
-    r->seq = *seq;
   }
   r->gen = std::make_unique<Generation>(engine_, job->request, p, job->max_tokens, engine_.n_ctx(), job->on_text);
   r->gen->result().cached_tokens = r->prefilled;

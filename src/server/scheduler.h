@@ -4,7 +4,8 @@
 // so a long prompt never stalls the streams already running. Requests join and leave between
 // steps; a cancelled one (client gone) stops at the next step, prefill included.
 // Prefix caching: a finished request's sequence stays in the cache (LRU, bounded); a new
-// request whose prompt starts with the same tokens adopts it and evaluates only the rest.
+// request whose prompt starts with the same tokens as a cached or running sequence shares
+// those tokens' whole KV blocks (reference counted, never copied) and evaluates only the rest.
 #pragma once
 
 #include <atomic>
