@@ -123,6 +123,7 @@ struct HttpServer::Impl {
 void HttpServer::Impl::routes() {
   http.set_read_timeout(opt.read_timeout_s, 0);
   http.set_write_timeout(opt.write_timeout_s, 0);
+  http.set_keep_alive_timeout(std::min(opt.read_timeout_s, 5));  // an idle connection holds a worker thread
   http.set_payload_max_length(opt.max_body_bytes);
   http.new_task_queue = [n = opt.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {

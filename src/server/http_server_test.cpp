@@ -381,3 +381,42 @@ TEST_F(Server, WebPageStreamsAReplyInAHeadlessBrowser) {
 
 }  // namespace
 }  // namespace bitnet::server
+
+namespace bitnet::server {
+namespace {
+
+// A client that sends half a request and then nothing (slowloris) is cut off by the read
+// timeout; the server answers everyone else meanwhile and afterwards.
+TEST_F(Server, ASlowClientIsCutOffByTheReadTimeout) {
+  ServerOptions o;
+  o.read_timeout_s = 1;
+  start(o);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string half = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"prompt\":";
+  ASSERT_EQ(::send(fd, half.data(), half.size(), 0), static_cast<ssize_t>(half.size()));
+  auto c = client();
+  auto r = c.Post("/v1/completions", R"({"prompt":"Once","max_tokens":4,"temperature":0})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // Within a few seconds the server gives up on the slow one: its socket reads end of stream
+  // (or an error), not a hang.
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[512];
+  const auto t0 = std::chrono::steady_clock::now();
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ::close(fd);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+}
+
+}  // namespace
+}  // namespace bitnet::server
