@@ -223,6 +223,7 @@ TEST_F(Server, AClientThatGoesAwayStopsItsGeneration) {
   const size_t at = m->body.find(key);
   ASSERT_NE(at, std::string::npos);
   EXPECT_LT(std::stoll(m->body.substr(at + key.size())), 1000);  // stopped long before 4000 tokens
+  EXPECT_NE(m->body.find("\nbitnet_kv_positions_used 0\n"), std::string::npos) << m->body;  // its blocks are back
   auto r = c.Post("/v1/completions", R"({"prompt":"Once","max_tokens":4,"temperature":0})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);

@@ -108,9 +108,15 @@ void Scheduler::finish(Running& r, Result<GenerationResult> result) {
     result->generation_seconds = r.t_first.time_since_epoch().count() > 0 ? seconds_since(r.t_first) : 0.0;
     metrics_.record(*result);
   }
-  // The sequence stays cached for the next prompt that starts the same way.
-  cached_.push_front(r.seq);
-  while (cached_.size() > opt_.cached_sequences) evict_one();
+  // A finished sequence stays cached for the next prompt that starts the same way; one whose
+  // client went away (or that failed) gives its blocks back at once.
+  if (result.ok() && result->finish_reason != "cancelled") {
+    cached_.push_front(r.seq);
+    while (cached_.size() > opt_.cached_sequences) evict_one();
+  } else {
+    engine_.close_sequence(r.seq);
+  }
+  metrics_.kv_used = engine_.n_ctx() - engine_.free_kv_positions();
   r.job->done.set_value(std::move(result));
 }
 
