@@ -182,8 +182,12 @@ void HttpServer::Impl::routes() {
     if (j["content"].get_ref<const std::string&>().size() > static_cast<size_t>(opt.limits.max_prompt_chars)) {
       return send_error(res, {413, "invalid_request_error", "content", "'content' is too long"});
     }
-    const bool add_special = j.value("add_special", false);
-    const bool parse_special = j.value("parse_special", true);
+    const auto flag = [&](const char* key, bool fallback) {
+      const auto it = j.find(key);
+      return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+    };
+    const bool add_special = flag("add_special", false);
+    const bool parse_special = flag("parse_special", true);
     const std::vector<int32_t> ids = e->tokenize(j["content"].get<std::string>(), add_special && e->add_bos_default(), parse_special);
     res.set_content(dump({{"tokens", ids}}), "application/json");
   });

@@ -108,7 +108,10 @@ std::optional<ApiError> read_content(const json& m, std::string& out) {
   }
   if (!it->is_array()) return bad("messages", "message content must be a string or an array of text parts");
   for (const json& part : *it) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+    const bool text_part = part.is_object() && part.contains("type") && part["type"].is_string() &&
+                           part["type"].get_ref<const std::string&>() == "text" && part.contains("text") &&
+                           part["text"].is_string();
+    if (!text_part) {
       return bad("messages", "only text content parts are supported");
     }
     out += part["text"].get<std::string>();

@@ -75,6 +75,8 @@ TEST(Request, BadInputIsAClearError) {
   expect_error(R"({"messages":[{"content":"x"}]})", true, 400, "messages");
   expect_error(R"({"messages":[{"role":"wizard","content":"x"}]})", true, 400, "messages");
   expect_error(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", true, 400, "messages");
+  // Found by the fuzz test: a part whose type is not a string threw from nlohmann::json.
+  expect_error(R"({"messages":[{"role":"user","content":[{"type":5,"text":"x"}]}]})", true, 400, "messages");
   RequestLimits small;
   small.max_prompt_chars = 4;
   const ParseResult big = parse_generation_request(R"({"prompt":"hello"})", false, small);
