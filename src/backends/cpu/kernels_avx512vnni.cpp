@@ -182,10 +182,200 @@ struct W2A8 {
   }
 };
 
+// ---- T5 layout (5 codes per byte, weights.h) ----
+//
+// Decode never extracts a code: with m_0 the byte and m_{i+1} = 3 m_i mod 256 (two byte adds),
+// 256 c_i = 3 m_i - m_{i+1}, so over a vector's 64 bytes 256 <c_i, a> = 3 <m_i, a> - <m_{i+1}, a>:
+// two vpdpbusd on the unsigned states (P and Q below), and (3P - Q) / 256 is the exact block
+// dot. 20 instructions per 320 weights against 15 for the 2-bit kernel's 320, for 80% of its
+// bytes: decode is bound by memory bandwidth, not by them (docs/performance.md).
+
+// P and Q of one block for the 4 rows of a row group.
+struct T5Acc {
+  __m512i p[kT5Rows];
+  __m512i q[kT5Rows];
+  void clear() {
+    for (int r = 0; r < kT5Rows; ++r) p[r] = q[r] = _mm512_setzero_si512();
+  }
+  // The 4 rows' exact dots, (3P - Q) / 256. In wrapping int32 arithmetic: P may wrap on long
+  // rows, 3P - Q = 256 * dot does not (t5_fits).
+  __m128i dots() const {
+    __m256i s[kT5Rows];
+    for (int r = 0; r < kT5Rows; ++r) {
+      const __m512i d = _mm512_sub_epi32(_mm512_add_epi32(p[r], _mm512_add_epi32(p[r], p[r])), q[r]);
+      s[r] = _mm256_add_epi32(_mm512_castsi512_si256(d), _mm512_extracti64x4_epi64(d, 1));
+    }
+    return _mm_srai_epi32(hsum4(s), 8);
+  }
+};
+
+// One position of the 4 rows' states m against 64 activations: P += <m, a>, m = 3m, Q += <m, a>.
+[[gnu::always_inline]] inline void t5_position(__m512i m[kT5Rows], const int8_t* act, T5Acc& acc) {
+  const __m512i a = _mm512_loadu_si512(act);
+  for (int r = 0; r < kT5Rows; ++r) {
+    acc.p[r] = _mm512_dpbusd_epi32(acc.p[r], m[r], a);
+    m[r] = _mm512_add_epi8(m[r], _mm512_add_epi8(m[r], m[r]));
+    acc.q[r] = _mm512_dpbusd_epi32(acc.q[r], m[r], a);
+  }
+}
+
+// Decode: token 0 against the 4 rows of row group rg. kBlocked: a scale per 256 columns (the
+// float update per block, in block order: a chunk's blocks 0-3 after their vectors, block 4,
+// spread over position 4 of all 4 vectors, after the last); else one scale per row.
+template <bool kBlocked>
+__m128 t5_row_group(const CpuWeight& w, const Q8Rows& x, int64_t rg) {
+  const int64_t n_vec = t5_vectors(w.n_cols);
+  const int64_t n_chunks = w.n_cols / kT5ChunkCols;
+  const int64_t n_blocks = w.n_cols / w.ternary.scale_block;
+  const uint8_t* codes = w.ternary.packed.data() + rg * n_vec * kT5Rows * kT5VectorBytes;
+  const float* scales = w.ternary.scales.data() + rg * n_blocks * kT5Rows;
+  const __m128 s = _mm_set1_ps(x.scale[0]);
+  __m128 acc = _mm_setzero_ps();
+  const auto update = [&](const T5Acc& a, int64_t b) {
+    const int64_t g0 = kBlocked ? 2 * b : 0;
+    const int64_t g1 = kBlocked ? g0 + 2 : w.n_cols / kGroupCols;
+    const __m128 d = _mm_cvtepi32_ps(_mm_sub_epi32(a.dots(), _mm_set1_epi32(x.block_sum(0, g0, g1))));
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_div_ps(d, s), _mm_loadu_ps(scales + b * kT5Rows)));
+  };
+  T5Acc cur, fifth;
+  cur.clear();
+  fifth.clear();
+  T5Acc& last = kBlocked ? fifth : cur;
+  for (int64_t k = 0; k < n_chunks; ++k) {
+    for (int v = 0; v < 4; ++v) {
+      const uint8_t* c = codes + (4 * k + v) * kT5Rows * kT5VectorBytes;
+      __m512i m[kT5Rows];
+      for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
+      const int8_t* a = x.q + kT5ChunkCols * k + 256 * v;
+      for (int i = 0; i < 4; ++i) t5_position(m, a + 64 * i, cur);
+      t5_position(m, x.q + kT5ChunkCols * k + 1024 + 64 * v, last);
+      if constexpr (kBlocked) {
+        update(cur, 5 * k + v);
+        cur.clear();
+      }
+    }
+    if constexpr (kBlocked) {
+      update(fifth, 5 * k + 4);
+      fifth.clear();
+    }
+  }
+  for (int64_t u = 4 * n_chunks; u < n_vec; ++u) {  // the tail: vectors of 4 (or 2) positions
+    const uint8_t* c = codes + u * kT5Rows * kT5VectorBytes;
+    __m512i m[kT5Rows];
+    for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
+    const int64_t col0 = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks);
+    const int64_t n_pos = min64(4, (w.n_cols - col0) / 64);
+    for (int64_t i = 0; i < n_pos; ++i) t5_position(m, x.q + col0 + 64 * i, cur);
+    if constexpr (kBlocked) {
+      update(cur, col0 / 256);
+      cur.clear();
+    }
+  }
+  if constexpr (!kBlocked) update(cur, 0);
+  return acc;
+}
+
+template <bool kBlocked>
+void t5_gemv(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  for (int64_t rg = r0 / kT5Rows; rg * kT5Rows < r1; ++rg) {
+    alignas(16) float out[kT5Rows];
+    _mm_store_ps(out, t5_row_group<kBlocked>(w, x, rg));
+    for (int64_t r = max64(r0, rg * kT5Rows); r < min64(r1, (rg + 1) * kT5Rows); ++r) y[r] = out[r % kT5Rows];
+  }
+}
+
+// The codes of position i of a state vector m: floor(3m / 256) = [m >= 86] + [m >= 171].
+__m512i t5_codes(__m512i m) {
+  const __m512i one = _mm512_set1_epi8(1);
+  return _mm512_add_epi8(_mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(m, _mm512_set1_epi8(86)), one),
+                         _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(m, _mm512_set1_epi8(static_cast<char>(171))), one));
+}
+
+// The 32 bytes of a 2-bit group (weights.h) from the codes of its columns 0-63 (lo) and
+// 64-127 (hi): byte j = lo[j] << 6 | lo[j+32] << 4 | hi[j] << 2 | hi[j+32].
+void store_group(uint8_t* dst, __m512i lo, __m512i hi) {
+  // x[j] = lo[j] << 4 | hi[j]; then byte j = x[j] << 2 | x[j+32]. Bytes stay below 256: the
+  // 16-bit shifts carry nothing into the next byte.
+  const __m512i x = _mm512_or_si512(_mm512_slli_epi16(lo, 4), hi);
+  const __m256i g = _mm256_or_si256(_mm256_slli_epi16(_mm512_castsi512_si256(x), 2), _mm512_extracti64x4_epi64(x, 1));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), g);
+}
+
+// Row groups [rg0, rg0 + n_rg) of T5 weight w rewritten in the 2-bit layout (rows_per_group 4)
+// into out, row group rg0 first.
+void t5_to_2bit(const CpuWeight& w, int64_t rg0, int64_t n_rg, CpuWeight& out) {
+  const int64_t n_vec = t5_vectors(w.n_cols);
+  const int64_t n_chunks = w.n_cols / kT5ChunkCols;
+  const int64_t n_groups = w.n_cols / kGroupCols;
+  const int64_t n_blocks = w.n_cols / w.ternary.scale_block;
+  for (int64_t g = 0; g < n_rg; ++g) {
+    const uint8_t* codes = w.ternary.packed.data() + (rg0 + g) * n_vec * kT5Rows * kT5VectorBytes;
+    for (int r = 0; r < kT5Rows; ++r) {
+      const auto group = [&](int64_t column_group) {
+        return out.ternary.packed.data() + out.ternary.group_offset(g * kT5Rows + r, column_group, n_groups);
+      };
+      for (int64_t k = 0; k < n_chunks; ++k) {
+        __m512i fifth[4];
+        for (int v = 0; v < 4; ++v) {
+          __m512i m = _mm512_loadu_si512(codes + ((4 * k + v) * kT5Rows + r) * kT5VectorBytes);
+          __m512i c[4];
+          for (int i = 0; i < 4; ++i) {
+            c[i] = t5_codes(m);
+            m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
+          }
+          fifth[v] = t5_codes(m);
+          store_group(group(10 * k + 2 * v), c[0], c[1]);
+          store_group(group(10 * k + 2 * v + 1), c[2], c[3]);
+        }
+        store_group(group(10 * k + 8), fifth[0], fifth[1]);
+        store_group(group(10 * k + 9), fifth[2], fifth[3]);
+      }
+      for (int64_t u = 4 * n_chunks; u < n_vec; ++u) {
+        __m512i m = _mm512_loadu_si512(codes + (u * kT5Rows + r) * kT5VectorBytes);
+        __m512i c[4];
+        for (int i = 0; i < 4; ++i) {
+          c[i] = t5_codes(m);
+          m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
+        }
+        const int64_t g0 = (kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks)) / kGroupCols;
+        store_group(group(g0), c[0], c[1]);
+        if (g0 + 1 < n_groups) store_group(group(g0 + 1), c[2], c[3]);
+      }
+    }
+    const float* src = w.ternary.scales.data() + (rg0 + g) * n_blocks * kT5Rows;
+    float* dst = out.ternary.scales.data() + g * n_blocks * kT5Rows;
+    for (int64_t i = 0; i < n_blocks * kT5Rows; ++i) dst[i] = src[i];
+  }
+}
+
+// Prefill on T5 weights: a cache block of row groups at a time is rewritten in the 2-bit
+// layout into this thread's scratch and run through the 2-bit tiles, so the tiles stay the
+// one prefill kernel; the rewrite costs one pass over the block, shared by all tokens.
+void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  const int64_t rg_bytes = w.n_cols / kGroupCols * kT5Rows * kGroupBytes;  // 2-bit codes of a row group
+  const int64_t block_rg = max64(1, W2A8::kBlockCodeBytes / rg_bytes);
+  for (int64_t rg0 = r0 / kT5Rows; rg0 * kT5Rows < r1; rg0 += block_rg) {
+    const int64_t n_rg = min64(block_rg, (r1 + kT5Rows - 1) / kT5Rows - rg0);
+    T5Scratch& scratch = t5_prefill_scratch(w, n_rg, x.n_tokens);
+    t5_to_2bit(w, rg0, n_rg, scratch.w);
+    const int64_t base = rg0 * kT5Rows;
+    const int64_t a = max64(r0, base) - base;
+    const int64_t b = min64(r1, base + n_rg * kT5Rows) - base;
+    ternary_gemm<W2A8>(scratch.w, x, scratch.y.data(), a, b);
+    for (int64_t t = 0; t < x.n_tokens; ++t) {
+      for (int64_t r = a; r < b; ++r) y[t * w.n_rows + base + r] = scratch.y[static_cast<size_t>(t * scratch.w.n_rows + r)];
+    }
+  }
+}
+
 }  // namespace
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  ternary_matmul<W2A8>(w, x, y, r0, r1);
+  if (w.ternary.layout != TernaryLayout::k5Trit) return ternary_matmul<W2A8>(w, x, y, r0, r1);
+  BITNET_CHECK(w.ternary.rows_per_group == kT5Rows);
+  if (x.n_tokens > 1) return t5_gemm(w, x, y, r0, r1);
+  if (w.ternary.scale_block == w.n_cols) return t5_gemv<false>(w, x, y, r0, r1);
+  t5_gemv<true>(w, x, y, r0, r1);
 }
 
 }  // namespace bitnet::cpu::avx512vnni
@@ -201,6 +391,7 @@ constinit const KernelSet kAvx512VnniKernels = {
     .name = "avx512vnni",
     .needs = kAvx512VnniNeeds,
     .ternary_rows_per_group = avx2::kTernaryRows,
+    .ternary_layout = TernaryLayout::k5Trit,
     .matmul_ternary = avx512vnni::matmul_ternary,
     .matmul_float = avx2::matmul_float,
     .quant_dot = avx512vnni::quant_dot,

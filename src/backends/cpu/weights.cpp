@@ -121,7 +121,37 @@ Status repack_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_row
   return {};
 }
 
-Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_group, ThreadPool* pool) {
+// Writes the row groups [rg0, rg1) of a T5 weight (layout in weights.h) from the file's bytes.
+Status repack_t5_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t rg0, int64_t rg1,
+                            TernaryWeights& t) {
+  const int64_t r0 = rg0 * kT5Rows;
+  const int64_t r1 = std::min(n_rows, rg1 * kT5Rows);
+  std::vector<uint8_t> scratch;
+  const auto src = row_range(d.type, d.bytes, n_cols, n_rows, r0, r1, scratch);
+  BITNET_ASSIGN_OR_RETURN(quant::TernaryRows decoded, quant::decode_ternary_rows(d.type, src, n_cols, r1 - r0));
+  const int64_t n_vec = t5_vectors(n_cols);
+  const int64_t n_blocks = n_cols / t.scale_block;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* codes = decoded.codes.data() + (r - r0) * n_cols;
+    for (int64_t u = 0; u < n_vec; ++u) {
+      int64_t col0[5];  // each position's first column: bytes hold 64 consecutive columns
+      for (int i = 0; i < 5; ++i) col0[i] = t5_column(n_cols, u, i, 0);
+      uint8_t* dst = t.packed.data() + ((r / kT5Rows * n_vec + u) * kT5Rows + r % kT5Rows) * kT5VectorBytes;
+      for (int64_t j = 0; j < kT5VectorBytes; ++j) {
+        uint8_t c[5];
+        for (int i = 0; i < 5; ++i) c[i] = col0[i] >= 0 ? codes[col0[i] + j] : uint8_t{1};
+        dst[j] = t5_byte(c);
+      }
+    }
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      t.scales[t.scale_index(r, b, n_blocks)] = decoded.scales[static_cast<size_t>((r - r0) * n_blocks + b)];
+    }
+  }
+  return {};
+}
+
+Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_group, ThreadPool* pool,
+                       TernaryLayout layout) {
   if (w.n_cols % kGroupCols != 0) {
     return unsupported(fmt::format("ternary tensor {} has rows of {} elements; the CPU kernels "
                                    "need a multiple of {}", d.name, w.n_cols, kGroupCols));
@@ -139,15 +169,23 @@ Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_
   if (w.n_cols % t.scale_block != 0) {
     return unsupported(fmt::format("{}: scale blocks of {} do not tile rows of {}", d.name, t.scale_block, w.n_cols));
   }
+  const bool t5 = layout == TernaryLayout::k5Trit && rows_per_group == kT5Rows && t5_fits(w.n_cols, t.scale_block);
+  t.layout = t5 ? TernaryLayout::k5Trit : TernaryLayout::k2Bit;
   const int64_t n_row_groups = (w.n_rows + rows_per_group - 1) / rows_per_group;
-  // Padding rows: code 1 (w = 0) in every 2-bit field, scale 0.
-  t.packed.assign(static_cast<size_t>(n_row_groups * rows_per_group * w.n_cols / 4), 0x55);
+  // Padding rows: code 1 (w = 0) in every 2-bit field or T5 position, scale 0.
+  if (t5) {
+    const uint8_t zero[5] = {1, 1, 1, 1, 1};
+    t.packed.assign(static_cast<size_t>(n_row_groups * kT5Rows * t5_vectors(w.n_cols) * kT5VectorBytes), t5_byte(zero));
+  } else {
+    t.packed.assign(static_cast<size_t>(n_row_groups * rows_per_group * w.n_cols / 4), 0x55);
+  }
   t.scales.assign(static_cast<size_t>(n_row_groups * rows_per_group * (w.n_cols / t.scale_block)), 0.0f);
 
   std::mutex mutex;
   Status first_error;
   const auto repack = [&](int64_t rg0, int64_t rg1) {
-    Status s = repack_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t);
+    Status s = t5 ? repack_t5_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t)
+                  : repack_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t);
     std::lock_guard<std::mutex> lock(mutex);
     if (!s.ok() && first_error.ok()) first_error = std::move(s);
   };
@@ -162,17 +200,57 @@ Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_
 
 }  // namespace
 
+int64_t t5_vectors(int64_t n_cols) {
+  return 4 * (n_cols / kT5ChunkCols) + (n_cols % kT5ChunkCols + 255) / 256;
+}
+
+int64_t t5_column(int64_t n_cols, int64_t u, int i, int64_t j) {
+  const int64_t n_chunks = n_cols / kT5ChunkCols;
+  if (u < 4 * n_chunks) {
+    const int64_t k = u / 4, v = u % 4;
+    return i < 4 ? kT5ChunkCols * k + 256 * v + 64 * i + j : kT5ChunkCols * k + 1024 + 64 * v + j;
+  }
+  const int64_t col = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks) + 64 * i + j;
+  return i < 4 && col < n_cols ? col : -1;
+}
+
+bool t5_fits(int64_t n_cols, int64_t scale_block) {
+  return n_cols % kGroupCols == 0 && n_cols < 32768 && (scale_block == 256 || scale_block == n_cols);
+}
+
+uint8_t t5_byte(const uint8_t c[5]) {
+  int v = 0;
+  for (int i = 0; i < 5; ++i) v = 3 * v + c[i];
+  return static_cast<uint8_t>((v * 256 + 242) / 243);
+}
+
+T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t n_tokens) {
+  thread_local T5Scratch s;
+  s.w.type = w.type;
+  s.w.n_cols = w.n_cols;
+  s.w.n_rows = n_row_groups * kT5Rows;
+  TernaryWeights& t = s.w.ternary;
+  t.layout = TernaryLayout::k2Bit;
+  t.rows_per_group = kT5Rows;
+  t.scale_block = w.ternary.scale_block;
+  t.packed.resize(static_cast<size_t>(n_row_groups * kT5Rows * w.n_cols / 4));
+  t.scales.resize(static_cast<size_t>(n_row_groups * kT5Rows * (w.n_cols / t.scale_block)));
+  s.y.resize(static_cast<size_t>(n_tokens * n_row_groups * kT5Rows));
+  return s;
+}
+
 uint64_t CpuWeight::resident_bytes() const {
   return ternary.packed.size() + ternary.scales.size() * sizeof(float) + values.size() * sizeof(float);
 }
 
-Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_group, ThreadPool* pool) {
+Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_group, ThreadPool* pool,
+                                 TernaryLayout layout) {
   CpuWeight w;
   w.type = d.type;
   w.n_cols = d.ne[0];
   w.n_rows = d.ne[1] * d.ne[2] * d.ne[3];
   if (quant::is_ternary(d.type)) {
-    BITNET_RETURN_IF_ERROR(prepare_ternary(d, w, rows_per_group, pool));
+    BITNET_RETURN_IF_ERROR(prepare_ternary(d, w, rows_per_group, pool, layout));
     // The kernels read only the repacked copy: the file's pages need not stay resident too.
     if (d.file_backed) release_mapped_pages(d.bytes);
     return w;
