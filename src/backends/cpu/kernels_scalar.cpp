@@ -282,15 +282,15 @@ void matmul_ternary_t5(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0
       for (int64_t u = 0; u < n_vec; ++u) {
         const uint8_t* bytes = tw.packed.data() + ((r / kT5Rows * n_vec + u) * kT5Rows + r % kT5Rows) * kT5VectorBytes;
         for (int i = 0; i < 5; ++i) {
-          const int64_t col0 = t5_column(w.n_cols, u, i, 0);
-          if (col0 < 0) continue;
-          int32_t dot = 0;
+          int64_t cols[kT5VectorBytes];
+          t5_columns(w.n_cols, u, i, cols);
           for (int64_t j = 0; j < kT5VectorBytes; ++j) {
+            if (cols[j] < 0) continue;
             unsigned m = bytes[j];
             for (int k = 0; k < i; ++k) m = (3 * m) & 255;
-            dot += static_cast<int32_t>((3 * m) >> 8) * q[col0 + j];  // code i of the byte
+            // Code i of the byte, into its column's block.
+            dots[static_cast<size_t>(cols[j] / tw.scale_block)] += static_cast<int32_t>((3 * m) >> 8) * q[cols[j]];
           }
-          dots[static_cast<size_t>(col0 / tw.scale_block)] += dot;
         }
       }
       float acc = 0.0f;

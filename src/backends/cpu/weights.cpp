@@ -134,12 +134,12 @@ Status repack_t5_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* codes = decoded.codes.data() + (r - r0) * n_cols;
     for (int64_t u = 0; u < n_vec; ++u) {
-      int64_t col0[5];  // each position's first column: bytes hold 64 consecutive columns
-      for (int i = 0; i < 5; ++i) col0[i] = t5_column(n_cols, u, i, 0);
+      int64_t cols[5][kT5VectorBytes];
+      for (int i = 0; i < 5; ++i) t5_columns(n_cols, u, i, cols[i]);
       uint8_t* dst = t.packed.data() + ((r / kT5Rows * n_vec + u) * kT5Rows + r % kT5Rows) * kT5VectorBytes;
       for (int64_t j = 0; j < kT5VectorBytes; ++j) {
         uint8_t c[5];
-        for (int i = 0; i < 5; ++i) c[i] = col0[i] >= 0 ? codes[col0[i] + j] : uint8_t{1};
+        for (int i = 0; i < 5; ++i) c[i] = cols[i][j] >= 0 ? codes[cols[i][j]] : uint8_t{1};
         dst[j] = t5_byte(c);
       }
     }
@@ -208,10 +208,14 @@ int64_t t5_column(int64_t n_cols, int64_t u, int i, int64_t j) {
   const int64_t n_chunks = n_cols / kT5ChunkCols;
   if (u < 4 * n_chunks) {
     const int64_t k = u / 4, v = u % 4;
-    return i < 4 ? kT5ChunkCols * k + 256 * v + 64 * i + j : kT5ChunkCols * k + 1024 + 64 * v + j;
+    return i < 4 ? kT5ChunkCols * k + 256 * (j / 16) + 64 * v + 16 * i + j % 16 : kT5ChunkCols * k + 1024 + 64 * v + j;
   }
   const int64_t col = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks) + 64 * i + j;
   return i < 4 && col < n_cols ? col : -1;
+}
+
+void t5_columns(int64_t n_cols, int64_t u, int i, int64_t cols[kT5VectorBytes]) {
+  for (int64_t j = 0; j < kT5VectorBytes; ++j) cols[j] = t5_column(n_cols, u, i, j);
 }
 
 bool t5_fits(int64_t n_cols, int64_t scale_block) {
@@ -236,7 +240,15 @@ T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t 
   t.packed.resize(static_cast<size_t>(n_row_groups * kT5Rows * w.n_cols / 4));
   t.scales.resize(static_cast<size_t>(n_row_groups * kT5Rows * (w.n_cols / t.scale_block)));
   s.y.resize(static_cast<size_t>(n_tokens * n_row_groups * kT5Rows));
+  s.codes.resize(static_cast<size_t>(w.n_cols));
   return s;
+}
+
+T5Act& t5_act_scratch(int64_t n_cols) {
+  thread_local T5Act a;
+  a.q.resize(static_cast<size_t>(n_cols));
+  a.block_sum.resize(static_cast<size_t>(n_cols / 256 + 1));
+  return a;
 }
 
 uint64_t CpuWeight::resident_bytes() const {

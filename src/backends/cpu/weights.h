@@ -43,12 +43,15 @@ enum class TernaryLayout : uint8_t {
 //   q = ceil(v * 256 / 243),  v = c_0 * 81 + c_1 * 27 + c_2 * 9 + c_3 * 3 + c_4
 // (llama.cpp's TQ1_0 byte), so that with m_0 = q, m_{i+1} = 3 m_i mod 256:
 //   c_i = floor(3 m_i / 256),  i.e.  256 c_i = 3 m_i - m_{i+1}.
-// Columns come in chunks of 1280 (five 256-column scale blocks) held by 4 vectors: vector v of
-// chunk k has column 1280k + 256v + 64i + j at position i < 4 and column 1280k + 1024 + 64v + j
-// at position 4. The last n_cols % 1280 columns take vectors of positions 0-3 only (the last
-// one 2 if n_cols % 256 == 128); unused positions hold code 1. Row group rg's vector u of row
-// rg * 4 + i is at packed[((rg * n_vectors + u) * 4 + i) * 64]; scales as above.
-// Used for scale blocks of 256 columns or of a whole row (t5_fits).
+// Columns come in chunks of 1280 (five 256-column scale blocks) held by 4 vectors. Vector v of
+// chunk k holds at position i < 4, byte j, column 1280k + 256 (j / 16) + 64v + 16i + j % 16: its
+// 16-byte quarter q carries block q of the chunk only, so that the 4 int32 lanes a kernel sums
+// those bytes into are the block's. Position 4 holds column 1280k + 1024 + 64v + j (block 4).
+// The last n_cols % 1280 columns take vectors of positions 0-3 only (column
+// 1280 * n_chunks + 256w + 64i + j for the tail's vector w; the last one 2 positions if
+// n_cols % 256 == 128); unused positions hold code 1. Vector u of row rg * 4 + i is at
+// packed[((rg * n_vectors + u) * 4 + i) * 64]; scales as above. Used for scale blocks of 256
+// columns or of a whole row (t5_fits).
 struct TernaryWeights {
   std::vector<uint8_t> packed;  // 2-bit: n_row_groups * rows_per_group * n_cols / 4 bytes;
                                 // T5: n_row_groups * 4 * t5_vectors(n_cols) * 64 bytes
@@ -77,6 +80,8 @@ inline constexpr int64_t kT5VectorBytes = 64;
 int64_t t5_vectors(int64_t n_cols);
 // The column that position i (0..4) of byte j of vector u holds in a row of n_cols, or -1.
 int64_t t5_column(int64_t n_cols, int64_t u, int i, int64_t j);
+// The columns of position i of vector u's 64 bytes, as t5_column.
+void t5_columns(int64_t n_cols, int64_t u, int i, int64_t cols[kT5VectorBytes]);
 // Whether the T5 layout holds a weight of rows of n_cols with scale blocks of scale_block: the
 // kernels take 256-column blocks or one per row, and rows under 32768 columns (so that
 // 3 * sum(m * q) - sum(m' * q) = 256 * dot stays exact in int32).
@@ -110,7 +115,17 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& desc, int32_t rows_per_g
 struct T5Scratch {
   CpuWeight w;
   std::vector<float> y;
+  std::vector<uint8_t> codes;  // n_cols: one row's codes in column order
 };
 T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t n_tokens);
+
+// Per-thread scratch of the T5 decode: one token's activations in T5 order (vector by vector,
+// position by position: q[1280k + 320v + 64i + j] = x[t5_column(n_cols, 4k + v, i, j)], the
+// tail as in x) and its sums per 256-column block; sized for n_cols, contents left to the caller.
+struct T5Act {
+  std::vector<int8_t> q;
+  std::vector<int32_t> block_sum;
+};
+T5Act& t5_act_scratch(int64_t n_cols);
 
 }  // namespace bitnet::cpu
