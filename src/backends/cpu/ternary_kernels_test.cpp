@@ -231,9 +231,11 @@ TEST(TernaryLayout, CorruptCodesAreAnErrorInEveryChunk) {
   bytes[static_cast<size_t>(299 * 32 + 5)] = 0xff;  // code 3 in the last row
   const hal::WeightDesc d{"blk.0.ffn_up.weight", GgmlType::kI2_S, {n_cols, n_rows, 1, 1}, bytes};
   ThreadPool pool(2);
-  const auto w = prepare_weight(d, 4, &pool);
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << w.status().to_string();
+  for (TernaryLayout layout : {TernaryLayout::k2Bit, TernaryLayout::k5Trit}) {
+    const auto w = prepare_weight(d, 4, &pool, layout);
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << w.status().to_string();
+  }
 }
 
 // The T5 layout (weights.h): its bytes hold the codes where the layout says, and the scalar twin

@@ -56,9 +56,9 @@ bool has_code_3(const uint8_t* p) {
 // reversed, quant/i2s.h): rows [r0, r1) are copied group by group without decoding, with their
 // scales (I2_S: the f32 after all n/4 code bytes; TQ2_0: each 66-byte block's fp16 d after its
 // 64 code bytes). False, with nothing to trust in `t`, when a code 3 shows up: the format's
-// decoder then names the element.
+// decoder then names the element. Row r lands at row r - first_row of `t`.
 bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t r0, int64_t r1,
-                     TernaryWeights& t) {
+                     TernaryWeights& t, int64_t first_row = 0) {
   static const std::array<uint8_t, 256> kReversed = [] {
     std::array<uint8_t, 256> table{};
     for (int b = 0; b < 256; ++b) table[static_cast<size_t>(b)] = quant::reverse_bit_pairs(static_cast<uint8_t>(b));
@@ -73,7 +73,7 @@ bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, i
       const uint8_t* src = tq2 ? d.bytes.data() + (r * n_groups + g) / 2 * quant::kTq2_0BlockBytes + g % 2 * kGroupBytes
                                : d.bytes.data() + (r * n_groups + g) * kGroupBytes;
       if (has_code_3(src)) return false;
-      uint8_t* dst = t.packed.data() + t.group_offset(r, g, n_groups);
+      uint8_t* dst = t.packed.data() + t.group_offset(r - first_row, g, n_groups);
       if (tq2) {
         for (int64_t j = 0; j < kGroupBytes; ++j) dst[j] = kReversed[src[j]];
       } else {
@@ -89,7 +89,7 @@ bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, i
       } else {
         std::memcpy(&scale, d.bytes.data() + n_rows * n_cols / 4, 4);
       }
-      t.scales[t.scale_index(r, b, n_blocks)] = scale;
+      t.scales[t.scale_index(r - first_row, b, n_blocks)] = scale;
     }
   }
   return true;
@@ -121,28 +121,76 @@ Status repack_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_row
   return {};
 }
 
-// Writes the row groups [rg0, rg1) of a T5 weight (layout in weights.h) from the file's bytes.
+// The T5 byte of a base-3 value v < 243, ceil(v * 256 / 243), in 16 bits (v * 256 + 242 fits)
+// so that the loops below vectorize.
+inline uint8_t t5_byte_of(unsigned v) {
+  return static_cast<uint8_t>(static_cast<uint16_t>(v * 256 + 242) / uint16_t{243});
+}
+
+// The T5 bytes (weights.h) of one row from its codes in column order; the inner loops run over
+// 16 consecutive columns.
+void t5_pack_row(const uint8_t* codes, int64_t n_cols, uint8_t* dst, int64_t vector_stride) {
+  const int64_t n_chunks = n_cols / kT5ChunkCols;
+  for (int64_t k = 0; k < n_chunks; ++k) {
+    const uint8_t* c = codes + kT5ChunkCols * k;
+    for (int64_t v = 0; v < 4; ++v, dst += vector_stride) {
+      for (int64_t b = 0; b < 4; ++b) {
+        const uint8_t* p = c + 256 * b + 64 * v;  // position 0 of quarter b; position i at + 16i
+        const uint8_t* p4 = c + 1024 + 64 * v + 16 * b;
+        for (int64_t j = 0; j < 16; ++j) {
+          dst[16 * b + j] = t5_byte_of(p[j] * 81u + p[16 + j] * 27u + p[32 + j] * 9u + p[48 + j] * 3u + p4[j]);
+        }
+      }
+    }
+  }
+  for (int64_t col0 = kT5ChunkCols * n_chunks; col0 < n_cols; col0 += 256, dst += vector_stride) {
+    const int64_t n_pos = std::min<int64_t>(4, (n_cols - col0) / 64);
+    for (int64_t j = 0; j < kT5VectorBytes; ++j) {
+      unsigned value = 0;
+      for (int64_t i = 0; i < 5; ++i) value = 3 * value + (i < n_pos ? codes[col0 + 64 * i + j] : 1u);
+      dst[j] = t5_byte_of(value);
+    }
+  }
+}
+
+// Writes the row groups [rg0, rg1) of a T5 weight from the file's bytes. I2_S and TQ2_0 rows are
+// read as 2-bit groups (copy_code_bytes' checks) and unpacked; other formats, and rows holding a
+// code 3 (whose error the decoder names), go through quant::decode_ternary_rows.
 Status repack_t5_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t rg0, int64_t rg1,
                             TernaryWeights& t) {
   const int64_t r0 = rg0 * kT5Rows;
   const int64_t r1 = std::min(n_rows, rg1 * kT5Rows);
+  const int64_t n_vec = t5_vectors(n_cols);
+  const int64_t n_blocks = n_cols / t.scale_block;
+  const int64_t n_groups = n_cols / kGroupCols;
+  const auto vectors_of = [&](int64_t r) {
+    return t.packed.data() + ((r / kT5Rows * n_vec) * kT5Rows + r % kT5Rows) * kT5VectorBytes;
+  };
+  if (d.type == GgmlType::kI2_S || d.type == GgmlType::kTQ2_0) {
+    // One row at a time into a 1-row 2-bit TernaryWeights, then unpacked to codes.
+    TernaryWeights one;
+    one.rows_per_group = 1;
+    one.scale_block = t.scale_block;
+    one.packed.resize(static_cast<size_t>(n_cols / 4));
+    one.scales.resize(static_cast<size_t>(n_blocks));
+    std::vector<uint8_t> codes(static_cast<size_t>(n_cols));
+    bool ok = true;
+    for (int64_t r = r0; r < r1; ++r) {
+      ok = copy_code_bytes(d, n_cols, n_rows, r, r + 1, one, r);
+      if (!ok) break;
+      for (int64_t g = 0; g < n_groups; ++g) {
+        quant::i2s_unpack_group(one.packed.data() + g * kGroupBytes, codes.data() + g * kGroupCols);
+      }
+      t5_pack_row(codes.data(), n_cols, vectors_of(r), kT5Rows * kT5VectorBytes);
+      for (int64_t b = 0; b < n_blocks; ++b) t.scales[t.scale_index(r, b, n_blocks)] = one.scales[static_cast<size_t>(b)];
+    }
+    if (ok) return {};
+  }
   std::vector<uint8_t> scratch;
   const auto src = row_range(d.type, d.bytes, n_cols, n_rows, r0, r1, scratch);
   BITNET_ASSIGN_OR_RETURN(quant::TernaryRows decoded, quant::decode_ternary_rows(d.type, src, n_cols, r1 - r0));
-  const int64_t n_vec = t5_vectors(n_cols);
-  const int64_t n_blocks = n_cols / t.scale_block;
   for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* codes = decoded.codes.data() + (r - r0) * n_cols;
-    for (int64_t u = 0; u < n_vec; ++u) {
-      int64_t cols[5][kT5VectorBytes];
-      for (int i = 0; i < 5; ++i) t5_columns(n_cols, u, i, cols[i]);
-      uint8_t* dst = t.packed.data() + ((r / kT5Rows * n_vec + u) * kT5Rows + r % kT5Rows) * kT5VectorBytes;
-      for (int64_t j = 0; j < kT5VectorBytes; ++j) {
-        uint8_t c[5];
-        for (int i = 0; i < 5; ++i) c[i] = cols[i][j] >= 0 ? codes[cols[i][j]] : uint8_t{1};
-        dst[j] = t5_byte(c);
-      }
-    }
+    t5_pack_row(decoded.codes.data() + (r - r0) * n_cols, n_cols, vectors_of(r), kT5Rows * kT5VectorBytes);
     for (int64_t b = 0; b < n_blocks; ++b) {
       t.scales[t.scale_index(r, b, n_blocks)] = decoded.scales[static_cast<size_t>((r - r0) * n_blocks + b)];
     }
@@ -223,9 +271,9 @@ bool t5_fits(int64_t n_cols, int64_t scale_block) {
 }
 
 uint8_t t5_byte(const uint8_t c[5]) {
-  int v = 0;
+  unsigned v = 0;
   for (int i = 0; i < 5; ++i) v = 3 * v + c[i];
-  return static_cast<uint8_t>((v * 256 + 242) / 243);
+  return t5_byte_of(v);
 }
 
 T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t n_tokens) {
