@@ -65,7 +65,7 @@ size_t fusable_matmuls(std::span<const hal::Op> ops) {
 class KernelsUsed {
  public:
   enum Kernel : uint8_t {
-    kEmbed, kRmsNorm, kActQuant, kMatmulW2A8, kScale, kRopeNorm, kRopeNeox, kAttention,
+    kEmbed, kRmsNorm, kActQuant, kMatmulW2A8, kMatmulW2A8T5, kScale, kRopeNorm, kRopeNeox, kAttention,
     kAttentionF16, kSiluMul, kRelu2Mul, kAdd, kCount
   };
 
@@ -77,7 +77,7 @@ class KernelsUsed {
 
   std::vector<std::string> names(std::string_view set) const {
     static constexpr std::string_view kNames[kCount] = {
-        "embed", "rms_norm", "act_quant_i8", "matmul_w2a8", "scale", "rope_norm", "rope_neox",
+        "embed", "rms_norm", "act_quant_i8", "matmul_w2a8", "matmul_w2a8_t5", "scale", "rope_norm", "rope_neox",
         "attention_f32", "attention_f16", "silu_mul", "relu2_mul", "add"};
     std::vector<std::string> out;
     for (size_t k = 0; k < kCount; ++k) {
@@ -150,7 +150,7 @@ class CpuBackend final : public hal::Backend {
     weights_.reserve(weights.size());
     weight_bytes_ = 0;
     for (const hal::WeightDesc& d : weights) {
-      BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d, kernels_->ternary_rows_per_group, &pool_));
+      BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d, kernels_->ternary_rows_per_group, &pool_, kernels_->ternary_layout));
       weight_bytes_ += w.resident_bytes() + w.raw.size();
       weights_.push_back(std::move(w));
     }
@@ -462,7 +462,9 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
   });
   for (const Part& p : parts) {
     if (q8) {
-      kernels_used_.add(KernelsUsed::kMatmulW2A8);
+      // T5: the weight's 1.6-bit layout (weights.h), which the receipt names.
+      kernels_used_.add(p.w->ternary.layout == TernaryLayout::k5Trit ? KernelsUsed::kMatmulW2A8T5
+                                                                    : KernelsUsed::kMatmulW2A8);
     } else {
       kernels_used_.add_float_matmul(p.w->type);
     }

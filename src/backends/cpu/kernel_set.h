@@ -87,6 +87,9 @@ struct KernelSet {
   std::string_view name;                    // "avx2": the device id is "cpu-" + name
   std::span<const std::string_view> needs;  // CpuFeatures names the set executes
   int32_t ternary_rows_per_group;           // the repacked ternary layout it reads (weights.h)
+  // The byte layout it asks ternary weights in; a set that asks for T5 also reads the 2-bit
+  // layout (weights T5 does not hold, weights.h t5_fits).
+  TernaryLayout ternary_layout = TernaryLayout::k2Bit;
 
   // W2A8: y[t][r] = sum_b (sum_{k in b} code[r][k] * q[t][k] - act_sum[t][b]) / s[t] * scale[r][b]
   // for rows r in [r0, r1) and every token; per block the integer dot is exact and the float

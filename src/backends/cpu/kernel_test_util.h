@@ -59,8 +59,9 @@ inline Q8Buffer random_q8(int64_t n_tokens, int64_t n_cols, std::mt19937& rng) {
   return q8;
 }
 
-inline CpuWeight prepare(const FileWeight& f, int32_t rows_per_group) {
-  auto w = prepare_weight(f.desc(), rows_per_group);
+inline CpuWeight prepare(const FileWeight& f, int32_t rows_per_group,
+                         TernaryLayout layout = TernaryLayout::k2Bit) {
+  auto w = prepare_weight(f.desc(), rows_per_group, nullptr, layout);
   EXPECT_TRUE(w.ok()) << w.status().to_string();
   return w.ok() ? std::move(*w) : CpuWeight{};
 }

@@ -182,10 +182,243 @@ struct W2A8 {
   }
 };
 
+// ---- T5 layout (5 codes per byte, weights.h) ----
+//
+// Decode never extracts a code: with m_0 the byte and m_{i+1} = 3 m_i mod 256 (two byte adds),
+// 256 c_i = 3 m_i - m_{i+1}, so over a vector's 64 bytes 256 <c_i, a> = 3 <m_i, a> - <m_{i+1}, a>:
+// two vpdpbusd on the unsigned states (P and Q below), and (3P - Q) / 256 is the exact dot.
+// 20 instructions per 320 weights against the 2-bit kernel's 15, for 80% of its bytes: on two
+// threads decode is bound by memory bandwidth, not by them (docs/performance.md). The
+// activations are first put in T5 order (T5Act), so each position reads 64 consecutive bytes.
+
+// P and Q of the 4 rows of a row group.
+struct T5Acc {
+  __m512i p[kT5Rows];
+  __m512i q[kT5Rows];
+  void clear() {
+    for (int r = 0; r < kT5Rows; ++r) p[r] = q[r] = _mm512_setzero_si512();
+  }
+  // 3P - Q = 256 dot per lane, in wrapping int32: P may wrap on long rows, 3P - Q does not
+  // (t5_fits).
+  __m512i d(int r) const { return _mm512_sub_epi32(_mm512_add_epi32(p[r], _mm512_add_epi32(p[r], p[r])), q[r]); }
+  // The 4 rows' dots, summed over all lanes.
+  __m128i dots() const {
+    __m256i s[kT5Rows];
+    for (int r = 0; r < kT5Rows; ++r) {
+      const __m512i dr = d(r);
+      s[r] = _mm256_add_epi32(_mm512_castsi512_si256(dr), _mm512_extracti64x4_epi64(dr, 1));
+    }
+    return _mm_srai_epi32(hsum4(s), 8);
+  }
+  // The dots of each 128-bit quarter (a chunk's blocks 0-3): lane 4b + r = block b, row r.
+  __m512i quarter_dots() const {
+    const __m512i d0 = d(0), d1 = d(1), d2 = d(2), d3 = d(3);
+    const __m512i x01 = _mm512_add_epi32(_mm512_unpacklo_epi32(d0, d1), _mm512_unpackhi_epi32(d0, d1));
+    const __m512i x23 = _mm512_add_epi32(_mm512_unpacklo_epi32(d2, d3), _mm512_unpackhi_epi32(d2, d3));
+    return _mm512_srai_epi32(_mm512_add_epi32(_mm512_unpacklo_epi64(x01, x23), _mm512_unpackhi_epi64(x01, x23)), 8);
+  }
+};
+
+// One position of the 4 rows' states m against 64 activations: P += <m, a>, m = 3m, Q += <m, a>.
+[[gnu::always_inline]] inline void t5_position(__m512i m[kT5Rows], const int8_t* act, T5Acc& acc) {
+  const __m512i a = _mm512_loadu_si512(act);
+  for (int r = 0; r < kT5Rows; ++r) {
+    acc.p[r] = _mm512_dpbusd_epi32(acc.p[r], m[r], a);
+    m[r] = _mm512_add_epi8(m[r], _mm512_add_epi8(m[r], m[r]));
+    acc.q[r] = _mm512_dpbusd_epi32(acc.q[r], m[r], a);
+  }
+}
+
+// Token t's activations in T5 order, and its sums per 256-column block.
+T5Act& t5_act(const CpuWeight& w, const Q8Rows& x, int64_t t) {
+  T5Act& a = t5_act_scratch(w.n_cols);
+  const int8_t* q = x.q + t * w.n_cols;
+  const int64_t n_chunks = w.n_cols / kT5ChunkCols;
+  for (int64_t k = 0; k < n_chunks; ++k) {
+    const int8_t* src = q + kT5ChunkCols * k;
+    int8_t* dst = a.q.data() + kT5ChunkCols * k;
+    for (int v = 0; v < 4; ++v) {
+      for (int i = 0; i < 4; ++i) {
+        for (int b = 0; b < 4; ++b) {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 320 * v + 64 * i + 16 * b),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 256 * b + 64 * v + 16 * i)));
+        }
+      }
+      _mm512_storeu_si512(dst + 320 * v + 256, _mm512_loadu_si512(src + 1024 + 64 * v));
+    }
+  }
+  for (int64_t c = kT5ChunkCols * n_chunks; c < w.n_cols; c += 64) {
+    _mm512_storeu_si512(a.q.data() + c, _mm512_loadu_si512(q + c));
+  }
+  for (int64_t b = 0; b < w.n_cols / 256; ++b) a.block_sum[static_cast<size_t>(b)] = x.block_sum(t, 2 * b, 2 * b + 2);
+  return a;
+}
+
+// Decode: the 4 rows of row group rg against one token (its activations `act`). kBlocked: a
+// scale per 256 columns, the float update per block in block order (a chunk's blocks 0-3 from
+// the quarters of positions 0-3, then block 4 from position 4); else one scale per row.
+template <bool kBlocked>
+__m128 t5_row_group(const CpuWeight& w, const Q8Rows& x, const T5Act& act, int64_t rg) {
+  const int64_t n_vec = t5_vectors(w.n_cols);
+  const int64_t n_chunks = w.n_cols / kT5ChunkCols;
+  const int64_t n_blocks = w.n_cols / w.ternary.scale_block;
+  const uint8_t* codes = w.ternary.packed.data() + rg * n_vec * kT5Rows * kT5VectorBytes;
+  const float* scales = w.ternary.scales.data() + rg * n_blocks * kT5Rows;
+  const __m128 s = _mm_set1_ps(x.scale[0]);
+  __m128 acc = _mm_setzero_ps();
+  // One block's update, from the 4 rows' dots.
+  const auto update = [&](__m128i dot, int64_t b) {
+    const int32_t act_sum = kBlocked ? act.block_sum[static_cast<size_t>(b)] : x.block_sum(0, 0, w.n_cols / kGroupCols);
+    const __m128 d = _mm_cvtepi32_ps(_mm_sub_epi32(dot, _mm_set1_epi32(act_sum)));
+    acc = _mm_add_ps(acc, _mm_mul_ps(_mm_div_ps(d, s), _mm_loadu_ps(scales + b * kT5Rows)));
+  };
+  T5Acc cur, fifth;
+  cur.clear();
+  fifth.clear();
+  T5Acc& last = kBlocked ? fifth : cur;
+  const __m512i quarter_of_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const __m512 s16 = _mm512_set1_ps(x.scale[0]);
+  for (int64_t k = 0; k < n_chunks; ++k) {
+    for (int v = 0; v < 4; ++v) {
+      const uint8_t* c = codes + (4 * k + v) * kT5Rows * kT5VectorBytes;
+      __m512i m[kT5Rows];
+      for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
+      const int8_t* a = act.q.data() + kT5ChunkCols * k + 320 * v;
+      for (int i = 0; i < 4; ++i) t5_position(m, a + 64 * i, cur);
+      t5_position(m, a + 256, last);
+    }
+    if constexpr (kBlocked) {
+      // Blocks 5k .. 5k+3 in the 16 lanes at once, then added to acc one after the other.
+      const __m512i sums = _mm512_permutexvar_epi32(
+          quarter_of_lane, _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(act.block_sum.data() + 5 * k))));
+      const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(cur.quarter_dots(), sums));
+      const __m512 u = _mm512_mul_ps(_mm512_div_ps(d, s16), _mm512_loadu_ps(scales + 5 * k * kT5Rows));
+      acc = _mm_add_ps(acc, _mm512_castps512_ps128(u));
+      acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 1));
+      acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 2));
+      acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 3));
+      update(fifth.dots(), 5 * k + 4);
+      cur.clear();
+      fifth.clear();
+    }
+  }
+  for (int64_t u = 4 * n_chunks; u < n_vec; ++u) {  // the tail: vectors of 4 (or 2) positions
+    const uint8_t* c = codes + u * kT5Rows * kT5VectorBytes;
+    __m512i m[kT5Rows];
+    for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
+    const int64_t col0 = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks);
+    const int64_t n_pos = min64(4, (w.n_cols - col0) / 64);
+    for (int64_t i = 0; i < n_pos; ++i) t5_position(m, act.q.data() + col0 + 64 * i, cur);
+    if constexpr (kBlocked) {
+      update(cur.dots(), col0 / 256);
+      cur.clear();
+    }
+  }
+  if constexpr (!kBlocked) update(cur.dots(), 0);
+  return acc;
+}
+
+template <bool kBlocked>
+void t5_gemv(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  const T5Act& act = t5_act(w, x, 0);
+  for (int64_t rg = r0 / kT5Rows; rg * kT5Rows < r1; ++rg) {
+    alignas(16) float out[kT5Rows];
+    _mm_store_ps(out, t5_row_group<kBlocked>(w, x, act, rg));
+    for (int64_t r = max64(r0, rg * kT5Rows); r < min64(r1, (rg + 1) * kT5Rows); ++r) y[r] = out[r % kT5Rows];
+  }
+}
+
+// The codes of position i of a state vector m: floor(3m / 256) = [m >= 86] + [m >= 171].
+__m512i t5_codes(__m512i m) {
+  const __m512i one = _mm512_set1_epi8(1);
+  return _mm512_add_epi8(_mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(m, _mm512_set1_epi8(86)), one),
+                         _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(m, _mm512_set1_epi8(static_cast<char>(171))), one));
+}
+
+// One row's T5 vectors (row r of row group `codes`) as codes in column order into row[n_cols].
+void t5_row_codes(const uint8_t* codes, int r, int64_t n_cols, uint8_t* row) {
+  const int64_t n_vec = t5_vectors(n_cols);
+  const int64_t n_chunks = n_cols / kT5ChunkCols;
+  for (int64_t k = 0; k < n_chunks; ++k) {
+    for (int v = 0; v < 4; ++v) {
+      __m512i m = _mm512_loadu_si512(codes + ((4 * k + v) * kT5Rows + r) * kT5VectorBytes);
+      uint8_t* dst = row + kT5ChunkCols * k + 64 * v;
+      for (int i = 0; i < 4; ++i, dst += 16) {
+        const __m512i c = t5_codes(m);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_castsi512_si128(c));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 256), _mm512_extracti32x4_epi32(c, 1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 512), _mm512_extracti32x4_epi32(c, 2));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 768), _mm512_extracti32x4_epi32(c, 3));
+        m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
+      }
+      _mm512_storeu_si512(row + kT5ChunkCols * k + 1024 + 64 * v, t5_codes(m));
+    }
+  }
+  for (int64_t u = 4 * n_chunks; u < n_vec; ++u) {
+    __m512i m = _mm512_loadu_si512(codes + (u * kT5Rows + r) * kT5VectorBytes);
+    const int64_t col0 = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks);
+    for (int64_t c = col0; c < min64(n_cols, col0 + 256); c += 64) {
+      _mm512_storeu_si512(row + c, t5_codes(m));
+      m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
+    }
+  }
+}
+
+// Row groups [rg0, rg0 + n_rg) of T5 weight w rewritten in the 2-bit layout (rows_per_group 4)
+// into s.w, row group rg0 first. A 2-bit group's byte j = c[j] << 6 | c[j+32] << 4 |
+// c[j+64] << 2 | c[j+96] for its 128 codes c.
+void t5_to_2bit(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch& s) {
+  const int64_t n_vec = t5_vectors(w.n_cols);
+  const int64_t n_groups = w.n_cols / kGroupCols;
+  const int64_t n_blocks = w.n_cols / w.ternary.scale_block;
+  uint8_t* row = s.codes.data();
+  for (int64_t g = 0; g < n_rg; ++g) {
+    const uint8_t* codes = w.ternary.packed.data() + (rg0 + g) * n_vec * kT5Rows * kT5VectorBytes;
+    for (int r = 0; r < kT5Rows; ++r) {
+      t5_row_codes(codes, r, w.n_cols, row);
+      for (int64_t cg = 0; cg < n_groups; ++cg) {
+        // x[j] = c[j] << 4 | c[j+64]; then byte j = x[j] << 2 | x[j+32]. Bytes stay below 256:
+        // the 16-bit shifts carry nothing into the next byte.
+        const __m512i x = _mm512_or_si512(_mm512_slli_epi16(_mm512_loadu_si512(row + kGroupCols * cg), 4),
+                                          _mm512_loadu_si512(row + kGroupCols * cg + 64));
+        const __m256i b = _mm256_or_si256(_mm256_slli_epi16(_mm512_castsi512_si256(x), 2), _mm512_extracti64x4_epi64(x, 1));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.w.ternary.packed.data() + s.w.ternary.group_offset(g * kT5Rows + r, cg, n_groups)), b);
+      }
+    }
+    const float* src = w.ternary.scales.data() + (rg0 + g) * n_blocks * kT5Rows;
+    float* dst = s.w.ternary.scales.data() + g * n_blocks * kT5Rows;
+    for (int64_t i = 0; i < n_blocks * kT5Rows; ++i) dst[i] = src[i];
+  }
+}
+
+// Prefill on T5 weights: a cache block of row groups at a time is rewritten in the 2-bit
+// layout into this thread's scratch and run through the 2-bit tiles, so the tiles stay the
+// one prefill kernel; the rewrite costs one pass over the block, shared by all tokens.
+void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  const int64_t rg_bytes = w.n_cols / kGroupCols * kT5Rows * kGroupBytes;  // 2-bit codes of a row group
+  const int64_t block_rg = max64(1, W2A8::kBlockCodeBytes / rg_bytes);
+  for (int64_t rg0 = r0 / kT5Rows; rg0 * kT5Rows < r1; rg0 += block_rg) {
+    const int64_t n_rg = min64(block_rg, (r1 + kT5Rows - 1) / kT5Rows - rg0);
+    T5Scratch& scratch = t5_prefill_scratch(w, n_rg, x.n_tokens);
+    t5_to_2bit(w, rg0, n_rg, scratch);
+    const int64_t base = rg0 * kT5Rows;
+    const int64_t a = max64(r0, base) - base;
+    const int64_t b = min64(r1, base + n_rg * kT5Rows) - base;
+    ternary_gemm<W2A8>(scratch.w, x, scratch.y.data(), a, b);
+    for (int64_t t = 0; t < x.n_tokens; ++t) {
+      for (int64_t r = a; r < b; ++r) y[t * w.n_rows + base + r] = scratch.y[static_cast<size_t>(t * scratch.w.n_rows + r)];
+    }
+  }
+}
+
 }  // namespace
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  ternary_matmul<W2A8>(w, x, y, r0, r1);
+  if (w.ternary.layout != TernaryLayout::k5Trit) return ternary_matmul<W2A8>(w, x, y, r0, r1);
+  BITNET_CHECK(w.ternary.rows_per_group == kT5Rows);
+  if (x.n_tokens > 1) return t5_gemm(w, x, y, r0, r1);
+  if (w.ternary.scale_block == w.n_cols) return t5_gemv<false>(w, x, y, r0, r1);
+  t5_gemv<true>(w, x, y, r0, r1);
 }
 
 }  // namespace bitnet::cpu::avx512vnni
@@ -201,6 +434,7 @@ constinit const KernelSet kAvx512VnniKernels = {
     .name = "avx512vnni",
     .needs = kAvx512VnniNeeds,
     .ternary_rows_per_group = avx2::kTernaryRows,
+    .ternary_layout = TernaryLayout::k5Trit,
     .matmul_ternary = avx512vnni::matmul_ternary,
     .matmul_float = avx2::matmul_float,
     .quant_dot = avx512vnni::quant_dot,

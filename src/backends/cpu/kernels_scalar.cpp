@@ -265,7 +265,49 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
   }
 }
 
+namespace {
+
+// The T5 layout (weights.h) read code by code: the same block dots and float updates as the
+// 2-bit twin below, so both layouts give the same bits.
+void matmul_ternary_t5(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  const TernaryWeights& tw = w.ternary;
+  const int64_t n_vec = t5_vectors(w.n_cols);
+  const int64_t block_groups = tw.scale_block / kGroupCols;
+  const int64_t n_blocks = w.n_cols / tw.scale_block;
+  std::vector<int32_t> dots(static_cast<size_t>(n_blocks));
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t t = 0; t < x.n_tokens; ++t) {
+      const int8_t* q = x.q + t * w.n_cols;
+      std::fill(dots.begin(), dots.end(), 0);
+      for (int64_t u = 0; u < n_vec; ++u) {
+        const uint8_t* bytes = tw.packed.data() + ((r / kT5Rows * n_vec + u) * kT5Rows + r % kT5Rows) * kT5VectorBytes;
+        for (int i = 0; i < 5; ++i) {
+          int64_t cols[kT5VectorBytes];
+          t5_columns(w.n_cols, u, i, cols);
+          for (int64_t j = 0; j < kT5VectorBytes; ++j) {
+            if (cols[j] < 0) continue;
+            unsigned m = bytes[j];
+            for (int k = 0; k < i; ++k) m = (3 * m) & 255;
+            // Code i of the byte, into its column's block.
+            dots[static_cast<size_t>(cols[j] / tw.scale_block)] += static_cast<int32_t>((3 * m) >> 8) * q[cols[j]];
+          }
+        }
+      }
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const int32_t act_sum = x.block_sum(t, b * block_groups, (b + 1) * block_groups);
+        acc += static_cast<float>(dots[static_cast<size_t>(b)] - act_sum) / x.scale[t] *
+               tw.scales[tw.scale_index(r, b, n_blocks)];
+      }
+      y[t * w.n_rows + r] = acc;
+    }
+  }
+}
+
+}  // namespace
+
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  if (w.ternary.layout == TernaryLayout::k5Trit) return matmul_ternary_t5(w, x, y, r0, r1);
   const TernaryWeights& tw = w.ternary;
   const int64_t n_groups = w.n_cols / kGroupCols;
   const int64_t block_groups = tw.scale_block / kGroupCols;

@@ -58,7 +58,7 @@ std::string case_name(const TernaryCase& c) {
 void check_against_twin(const KernelSet& set, const test::FileWeight& file, const Q8Rows& x, const std::string& what,
                         std::initializer_list<int64_t> inner_cuts = {1, 6, 7}) {
   const CpuWeight twin_w = test::prepare(file, kScalarKernels.ternary_rows_per_group);
-  const CpuWeight set_w = test::prepare(file, set.ternary_rows_per_group);
+  const CpuWeight set_w = test::prepare(file, set.ternary_rows_per_group, set.ternary_layout);
   const int64_t n = file.n_rows;
   const int64_t whole[] = {0, n};
   const auto want = run_ternary(kScalarKernels, twin_w, x, whole);
@@ -91,7 +91,8 @@ class TernaryMatchesTwin : public EverySet {};
 TEST_P(TernaryMatchesTwin, OddShapesAndThreadSplits) {
   std::mt19937 rng(7);
   for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
-    for (int64_t n_cols : {128, 256, 384, 2560}) {
+    // 1408 and 6912: the T5 layout's 1280-column chunks with tails of 2 and 4 positions.
+    for (int64_t n_cols : {128, 256, 384, 1408, 2560, 6912}) {
       if (type != GgmlType::kI2_S && n_cols % 256 != 0) continue;  // TQ blocks are 256 columns
       for (int64_t n_rows : {1, 3, 5, 13, 37}) {
         const auto codes = test::random_codes(n_rows * n_cols, rng);
@@ -154,7 +155,7 @@ TEST_P(TernaryMatchesTwin, WorstCaseSums) {
         check_against_twin(set(), file, x.rows(), what);
         // And the value itself: all codes 2 against all 127 is 2 * 127 * n_cols before the
         // "- act_sum" term, (2*127 - 127) * n_cols / 127 after it.
-        const CpuWeight w = test::prepare(file, set().ternary_rows_per_group);
+        const CpuWeight w = test::prepare(file, set().ternary_rows_per_group, set().ternary_layout);
         const int64_t whole[] = {0, n_rows};
         const auto y = run_ternary(set(), w, x.rows(), whole);
         const float want_first = code == 2 ? static_cast<float>(n_cols) : -static_cast<float>(n_cols);
@@ -230,9 +231,84 @@ TEST(TernaryLayout, CorruptCodesAreAnErrorInEveryChunk) {
   bytes[static_cast<size_t>(299 * 32 + 5)] = 0xff;  // code 3 in the last row
   const hal::WeightDesc d{"blk.0.ffn_up.weight", GgmlType::kI2_S, {n_cols, n_rows, 1, 1}, bytes};
   ThreadPool pool(2);
-  const auto w = prepare_weight(d, 4, &pool);
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << w.status().to_string();
+  for (TernaryLayout layout : {TernaryLayout::k2Bit, TernaryLayout::k5Trit}) {
+    const auto w = prepare_weight(d, 4, &pool, layout);
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << w.status().to_string();
+  }
+}
+
+// The T5 layout (weights.h): its bytes hold the codes where the layout says, and the scalar twin
+// reads it to the bits it reads the 2-bit layout to (random and extreme codes and activations).
+TEST(TernaryT5, BytesHoldTheCodesWhereTheLayoutSays) {
+  std::mt19937 rng(3);
+  for (int64_t n_cols : {128, 384, 1280, 1408, 6912}) {
+    const int64_t n_rows = 6;
+    const auto codes = test::random_codes(n_rows * n_cols, rng);
+    const auto file = test::ternary_file(GgmlType::kI2_S, codes, {0.5f}, n_cols, n_rows);
+    const CpuWeight w = test::prepare(file, kT5Rows, TernaryLayout::k5Trit);
+    ASSERT_EQ(w.ternary.layout, TernaryLayout::k5Trit);
+    const int64_t n_vec = t5_vectors(n_cols);
+    ASSERT_EQ(w.ternary.packed.size(), static_cast<size_t>(2 * kT5Rows * n_vec * kT5VectorBytes));
+    std::vector<int> seen(static_cast<size_t>(n_cols), 0);
+    for (int64_t r = 0; r < 8; ++r) {
+      for (int64_t u = 0; u < n_vec; ++u) {
+        for (int64_t j = 0; j < kT5VectorBytes; ++j) {
+          unsigned m = w.ternary.packed[static_cast<size_t>(((r / 4 * n_vec + u) * 4 + r % 4) * kT5VectorBytes + j)];
+          for (int i = 0; i < 5; ++i, m = (3 * m) & 255) {
+            const int64_t col = t5_column(n_cols, u, i, j);
+            const unsigned want = r < n_rows && col >= 0 ? codes[static_cast<size_t>(r * n_cols + col)] : 1u;
+            ASSERT_EQ((3 * m) >> 8, want) << "n_cols " << n_cols << " row " << r << " vector " << u << " byte " << j;
+            if (r == 0 && col >= 0) ++seen[static_cast<size_t>(col)];
+          }
+        }
+      }
+    }
+    for (int64_t c = 0; c < n_cols; ++c) ASSERT_EQ(seen[static_cast<size_t>(c)], 1) << "column " << c;
+  }
+}
+
+TEST(TernaryT5, TwinReadsBothLayoutsToTheSameBits) {
+  std::mt19937 rng(9);
+  for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
+    for (int64_t n_cols : {128, 384, 1280, 1408, 2560, 6912}) {
+      if (type != GgmlType::kI2_S && n_cols % 256 != 0) continue;
+      for (int extreme = 0; extreme < 3; ++extreme) {  // random; all codes 2; all codes 0
+        const int64_t n_rows = 7;
+        auto codes = test::random_codes(n_rows * n_cols, rng);
+        if (extreme > 0) std::fill(codes.begin(), codes.end(), extreme == 1 ? uint8_t{2} : uint8_t{0});
+        const auto file = test::ternary_file(type, codes, test::random_scales(type, n_rows * n_cols, rng), n_cols, n_rows);
+        const CpuWeight w2 = test::prepare(file, kT5Rows);
+        const CpuWeight w5 = test::prepare(file, kT5Rows, TernaryLayout::k5Trit);
+        ASSERT_EQ(w5.ternary.layout, TernaryLayout::k5Trit);
+        for (int64_t n_tokens : {1, 3, 9}) {
+          std::vector<int8_t> q(static_cast<size_t>(n_tokens * n_cols));
+          for (size_t k = 0; k < q.size(); ++k) {
+            const int8_t limits[] = {127, -127, -128};
+            q[k] = extreme > 0 ? limits[(k + static_cast<size_t>(extreme)) % 3] : static_cast<int8_t>(rng() % 255 - 127);
+          }
+          const TestQ8 x(q, std::vector<float>(static_cast<size_t>(n_tokens), 127.0f), n_tokens, n_cols);
+          const int64_t whole[] = {0, n_rows};
+          const int64_t split[] = {0, 3, 5, n_rows};
+          const std::string what = case_name({type, n_rows, n_cols, n_tokens}) + " extreme " + std::to_string(extreme);
+          const auto want = run_ternary(kScalarKernels, w2, x.rows(), whole);
+          expect_same_bits(run_ternary(kScalarKernels, w5, x.rows(), whole), want, n_rows, what);
+          expect_same_bits(run_ternary(kScalarKernels, w5, x.rows(), split), want, n_rows, what + " split");
+        }
+      }
+    }
+  }
+}
+
+// Weights the T5 kernels do not take stay 2-bit: rows of 32768 columns or more (their int32
+// P/Q sums could wrap past 256 * dot), and rows that are not kT5Rows-row groups.
+TEST(TernaryT5, OtherWeightsStayTwoBit) {
+  std::mt19937 rng(4);
+  const auto wide = test::ternary_file(GgmlType::kI2_S, test::random_codes(32768, rng), {1.0f}, 32768, 1);
+  EXPECT_EQ(test::prepare(wide, kT5Rows, TernaryLayout::k5Trit).ternary.layout, TernaryLayout::k2Bit);
+  const auto narrow = test::ternary_file(GgmlType::kI2_S, test::random_codes(32640, rng), {1.0f}, 32640, 1);
+  EXPECT_EQ(test::prepare(narrow, kT5Rows, TernaryLayout::k5Trit).ternary.layout, TernaryLayout::k5Trit);
+  EXPECT_EQ(test::prepare(narrow, 1, TernaryLayout::k5Trit).ternary.layout, TernaryLayout::k2Bit);
 }
 
 // Activation quantization of every set against quant::act_quant_i8, bit for bit.

@@ -56,9 +56,9 @@ bool has_code_3(const uint8_t* p) {
 // reversed, quant/i2s.h): rows [r0, r1) are copied group by group without decoding, with their
 // scales (I2_S: the f32 after all n/4 code bytes; TQ2_0: each 66-byte block's fp16 d after its
 // 64 code bytes). False, with nothing to trust in `t`, when a code 3 shows up: the format's
-// decoder then names the element.
+// decoder then names the element. Row r lands at row r - first_row of `t`.
 bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t r0, int64_t r1,
-                     TernaryWeights& t) {
+                     TernaryWeights& t, int64_t first_row = 0) {
   static const std::array<uint8_t, 256> kReversed = [] {
     std::array<uint8_t, 256> table{};
     for (int b = 0; b < 256; ++b) table[static_cast<size_t>(b)] = quant::reverse_bit_pairs(static_cast<uint8_t>(b));
@@ -73,7 +73,7 @@ bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, i
       const uint8_t* src = tq2 ? d.bytes.data() + (r * n_groups + g) / 2 * quant::kTq2_0BlockBytes + g % 2 * kGroupBytes
                                : d.bytes.data() + (r * n_groups + g) * kGroupBytes;
       if (has_code_3(src)) return false;
-      uint8_t* dst = t.packed.data() + t.group_offset(r, g, n_groups);
+      uint8_t* dst = t.packed.data() + t.group_offset(r - first_row, g, n_groups);
       if (tq2) {
         for (int64_t j = 0; j < kGroupBytes; ++j) dst[j] = kReversed[src[j]];
       } else {
@@ -89,7 +89,7 @@ bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, i
       } else {
         std::memcpy(&scale, d.bytes.data() + n_rows * n_cols / 4, 4);
       }
-      t.scales[t.scale_index(r, b, n_blocks)] = scale;
+      t.scales[t.scale_index(r - first_row, b, n_blocks)] = scale;
     }
   }
   return true;
@@ -121,7 +121,85 @@ Status repack_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_row
   return {};
 }
 
-Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_group, ThreadPool* pool) {
+// The T5 byte of a base-3 value v < 243, ceil(v * 256 / 243), in 16 bits (v * 256 + 242 fits)
+// so that the loops below vectorize.
+inline uint8_t t5_byte_of(unsigned v) {
+  return static_cast<uint8_t>(static_cast<uint16_t>(v * 256 + 242) / uint16_t{243});
+}
+
+// The T5 bytes (weights.h) of one row from its codes in column order; the inner loops run over
+// 16 consecutive columns.
+void t5_pack_row(const uint8_t* codes, int64_t n_cols, uint8_t* dst, int64_t vector_stride) {
+  const int64_t n_chunks = n_cols / kT5ChunkCols;
+  for (int64_t k = 0; k < n_chunks; ++k) {
+    const uint8_t* c = codes + kT5ChunkCols * k;
+    for (int64_t v = 0; v < 4; ++v, dst += vector_stride) {
+      for (int64_t b = 0; b < 4; ++b) {
+        const uint8_t* p = c + 256 * b + 64 * v;  // position 0 of quarter b; position i at + 16i
+        const uint8_t* p4 = c + 1024 + 64 * v + 16 * b;
+        for (int64_t j = 0; j < 16; ++j) {
+          dst[16 * b + j] = t5_byte_of(p[j] * 81u + p[16 + j] * 27u + p[32 + j] * 9u + p[48 + j] * 3u + p4[j]);
+        }
+      }
+    }
+  }
+  for (int64_t col0 = kT5ChunkCols * n_chunks; col0 < n_cols; col0 += 256, dst += vector_stride) {
+    const int64_t n_pos = std::min<int64_t>(4, (n_cols - col0) / 64);
+    for (int64_t j = 0; j < kT5VectorBytes; ++j) {
+      unsigned value = 0;
+      for (int64_t i = 0; i < 5; ++i) value = 3 * value + (i < n_pos ? codes[col0 + 64 * i + j] : 1u);
+      dst[j] = t5_byte_of(value);
+    }
+  }
+}
+
+// Writes the row groups [rg0, rg1) of a T5 weight from the file's bytes. I2_S and TQ2_0 rows are
+// read as 2-bit groups (copy_code_bytes' checks) and unpacked; other formats, and rows holding a
+// code 3 (whose error the decoder names), go through quant::decode_ternary_rows.
+Status repack_t5_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t rg0, int64_t rg1,
+                            TernaryWeights& t) {
+  const int64_t r0 = rg0 * kT5Rows;
+  const int64_t r1 = std::min(n_rows, rg1 * kT5Rows);
+  const int64_t n_vec = t5_vectors(n_cols);
+  const int64_t n_blocks = n_cols / t.scale_block;
+  const int64_t n_groups = n_cols / kGroupCols;
+  const auto vectors_of = [&](int64_t r) {
+    return t.packed.data() + ((r / kT5Rows * n_vec) * kT5Rows + r % kT5Rows) * kT5VectorBytes;
+  };
+  if (d.type == GgmlType::kI2_S || d.type == GgmlType::kTQ2_0) {
+    // One row at a time into a 1-row 2-bit TernaryWeights, then unpacked to codes.
+    TernaryWeights one;
+    one.rows_per_group = 1;
+    one.scale_block = t.scale_block;
+    one.packed.resize(static_cast<size_t>(n_cols / 4));
+    one.scales.resize(static_cast<size_t>(n_blocks));
+    std::vector<uint8_t> codes(static_cast<size_t>(n_cols));
+    bool ok = true;
+    for (int64_t r = r0; r < r1; ++r) {
+      ok = copy_code_bytes(d, n_cols, n_rows, r, r + 1, one, r);
+      if (!ok) break;
+      for (int64_t g = 0; g < n_groups; ++g) {
+        quant::i2s_unpack_group(one.packed.data() + g * kGroupBytes, codes.data() + g * kGroupCols);
+      }
+      t5_pack_row(codes.data(), n_cols, vectors_of(r), kT5Rows * kT5VectorBytes);
+      for (int64_t b = 0; b < n_blocks; ++b) t.scales[t.scale_index(r, b, n_blocks)] = one.scales[static_cast<size_t>(b)];
+    }
+    if (ok) return {};
+  }
+  std::vector<uint8_t> scratch;
+  const auto src = row_range(d.type, d.bytes, n_cols, n_rows, r0, r1, scratch);
+  BITNET_ASSIGN_OR_RETURN(quant::TernaryRows decoded, quant::decode_ternary_rows(d.type, src, n_cols, r1 - r0));
+  for (int64_t r = r0; r < r1; ++r) {
+    t5_pack_row(decoded.codes.data() + (r - r0) * n_cols, n_cols, vectors_of(r), kT5Rows * kT5VectorBytes);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      t.scales[t.scale_index(r, b, n_blocks)] = decoded.scales[static_cast<size_t>((r - r0) * n_blocks + b)];
+    }
+  }
+  return {};
+}
+
+Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_group, ThreadPool* pool,
+                       TernaryLayout layout) {
   if (w.n_cols % kGroupCols != 0) {
     return unsupported(fmt::format("ternary tensor {} has rows of {} elements; the CPU kernels "
                                    "need a multiple of {}", d.name, w.n_cols, kGroupCols));
@@ -139,15 +217,23 @@ Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_
   if (w.n_cols % t.scale_block != 0) {
     return unsupported(fmt::format("{}: scale blocks of {} do not tile rows of {}", d.name, t.scale_block, w.n_cols));
   }
+  const bool t5 = layout == TernaryLayout::k5Trit && rows_per_group == kT5Rows && t5_fits(w.n_cols, t.scale_block);
+  t.layout = t5 ? TernaryLayout::k5Trit : TernaryLayout::k2Bit;
   const int64_t n_row_groups = (w.n_rows + rows_per_group - 1) / rows_per_group;
-  // Padding rows: code 1 (w = 0) in every 2-bit field, scale 0.
-  t.packed.assign(static_cast<size_t>(n_row_groups * rows_per_group * w.n_cols / 4), 0x55);
+  // Padding rows: code 1 (w = 0) in every 2-bit field or T5 position, scale 0.
+  if (t5) {
+    const uint8_t zero[5] = {1, 1, 1, 1, 1};
+    t.packed.assign(static_cast<size_t>(n_row_groups * kT5Rows * t5_vectors(w.n_cols) * kT5VectorBytes), t5_byte(zero));
+  } else {
+    t.packed.assign(static_cast<size_t>(n_row_groups * rows_per_group * w.n_cols / 4), 0x55);
+  }
   t.scales.assign(static_cast<size_t>(n_row_groups * rows_per_group * (w.n_cols / t.scale_block)), 0.0f);
 
   std::mutex mutex;
   Status first_error;
   const auto repack = [&](int64_t rg0, int64_t rg1) {
-    Status s = repack_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t);
+    Status s = t5 ? repack_t5_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t)
+                  : repack_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t);
     std::lock_guard<std::mutex> lock(mutex);
     if (!s.ok() && first_error.ok()) first_error = std::move(s);
   };
@@ -162,17 +248,69 @@ Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_
 
 }  // namespace
 
+int64_t t5_vectors(int64_t n_cols) {
+  return 4 * (n_cols / kT5ChunkCols) + (n_cols % kT5ChunkCols + 255) / 256;
+}
+
+int64_t t5_column(int64_t n_cols, int64_t u, int i, int64_t j) {
+  const int64_t n_chunks = n_cols / kT5ChunkCols;
+  if (u < 4 * n_chunks) {
+    const int64_t k = u / 4, v = u % 4;
+    return i < 4 ? kT5ChunkCols * k + 256 * (j / 16) + 64 * v + 16 * i + j % 16 : kT5ChunkCols * k + 1024 + 64 * v + j;
+  }
+  const int64_t col = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks) + 64 * i + j;
+  return i < 4 && col < n_cols ? col : -1;
+}
+
+void t5_columns(int64_t n_cols, int64_t u, int i, int64_t cols[kT5VectorBytes]) {
+  for (int64_t j = 0; j < kT5VectorBytes; ++j) cols[j] = t5_column(n_cols, u, i, j);
+}
+
+bool t5_fits(int64_t n_cols, int64_t scale_block) {
+  return n_cols % kGroupCols == 0 && n_cols < 32768 && (scale_block == 256 || scale_block == n_cols);
+}
+
+uint8_t t5_byte(const uint8_t c[5]) {
+  unsigned v = 0;
+  for (int i = 0; i < 5; ++i) v = 3 * v + c[i];
+  return t5_byte_of(v);
+}
+
+T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t n_tokens) {
+  thread_local T5Scratch s;
+  s.w.type = w.type;
+  s.w.n_cols = w.n_cols;
+  s.w.n_rows = n_row_groups * kT5Rows;
+  TernaryWeights& t = s.w.ternary;
+  t.layout = TernaryLayout::k2Bit;
+  t.rows_per_group = kT5Rows;
+  t.scale_block = w.ternary.scale_block;
+  t.packed.resize(static_cast<size_t>(n_row_groups * kT5Rows * w.n_cols / 4));
+  t.scales.resize(static_cast<size_t>(n_row_groups * kT5Rows * (w.n_cols / t.scale_block)));
+  s.y.resize(static_cast<size_t>(n_tokens * n_row_groups * kT5Rows));
+  s.codes.resize(static_cast<size_t>(w.n_cols));
+  return s;
+}
+
+T5Act& t5_act_scratch(int64_t n_cols) {
+  thread_local T5Act a;
+  a.q.resize(static_cast<size_t>(n_cols));
+  a.block_sum.resize(static_cast<size_t>(n_cols / 256 + 1));
+  return a;
+}
+
 uint64_t CpuWeight::resident_bytes() const {
   return ternary.packed.size() + ternary.scales.size() * sizeof(float) + values.size() * sizeof(float);
 }
 
-Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_group, ThreadPool* pool) {
+Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_group, ThreadPool* pool,
+                                 TernaryLayout layout) {
   CpuWeight w;
   w.type = d.type;
   w.n_cols = d.ne[0];
   w.n_rows = d.ne[1] * d.ne[2] * d.ne[3];
   if (quant::is_ternary(d.type)) {
-    BITNET_RETURN_IF_ERROR(prepare_ternary(d, w, rows_per_group, pool));
+    BITNET_RETURN_IF_ERROR(prepare_ternary(d, w, rows_per_group, pool, layout));
     // The kernels read only the repacked copy: the file's pages need not stay resident too.
     if (d.file_backed) release_mapped_pages(d.bytes);
     return w;
