@@ -109,6 +109,12 @@ class Engine {
   bool is_end_of_generation(int32_t id) const;
   int64_t n_vocab() const;
 
+  // Chat templates (bitnet/chat.h): the file's `tokenizer.chat_template` ("" when it has none)
+  // and the text of the vocabulary's BOS and EOS tokens ("" when it has none).
+  std::string chat_template() const;
+  std::string bos_token() const;
+  std::string eos_token() const;
+
   // Evaluation over the KV cache: feeds `tokens` at positions n_past().. and returns logits,
   // [n_tokens][n_vocab] when all_logits, else the last token's [n_vocab].
   Result<std::vector<float>> eval(std::span<const int32_t> tokens, bool all_logits);

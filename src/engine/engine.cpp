@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <new>
@@ -276,6 +277,19 @@ Result<std::vector<std::vector<float>>> Engine::step(std::span<const StepInput> 
   std::vector<std::vector<float>> out(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) out[i].assign(flat.begin() + i * n_vocab, flat.begin() + (i + 1) * n_vocab);
   return out;
+}
+
+std::string Engine::chat_template() const {
+  auto t = impl_->file.get_string("tokenizer.chat_template");
+  return t.ok() && t->has_value() ? std::string(**t) : std::string();
+}
+std::string Engine::bos_token() const {
+  const std::optional<int32_t> id = impl_->tokenizer->bos_id();
+  return id ? impl_->tokenizer->token_text(*id) : std::string();
+}
+std::string Engine::eos_token() const {
+  const std::optional<int32_t> id = impl_->tokenizer->eos_id();
+  return id ? impl_->tokenizer->token_text(*id) : std::string();
 }
 
 Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool all_logits) {
