@@ -74,7 +74,8 @@ struct GenerateStats {
   int64_t n_generated = 0;
   double prompt_seconds = 0.0;
   double generate_seconds = 0.0;
-  std::string stop_reason;  // "eog" | "length" | "context"
+  std::string stop_reason;  // "eog" | "length" | "context" | "stopped" (the callback said so)
+  int64_t n_reused = 0;     // prompt tokens found in the KV cache already (generate_tokens)
 };
 
 class Engine {
@@ -151,6 +152,16 @@ class Engine {
   // tokens, calling on_piece with each token's text as soon as it is sampled.
   Status generate(std::string_view prompt, const SamplingParams& sampling, int64_t n_predict,
                   const std::function<void(std::string_view)>& on_piece, GenerateStats* stats);
+
+  // Generation that continues the sequence in the KV cache, for chats: `prompt` is the whole
+  // token sequence (BOS included as the caller wants); the longest prefix it shares with
+  // tokens() is kept and only the rest is evaluated (stats->n_reused, n_prompt). Then samples
+  // like generate(), calling on_token with each token's id and text; on_token returning false
+  // stops the generation (stop_reason "stopped"). The sampled tokens are in the KV cache
+  // afterwards, except the last one and an end-of-generation token.
+  Status generate_tokens(std::span<const int32_t> prompt, const SamplingParams& sampling, int64_t n_predict,
+                         const std::function<bool(int32_t id, std::string_view piece)>& on_token,
+                         GenerateStats* stats);
 
  private:
   struct Impl;
