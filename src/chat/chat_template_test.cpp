@@ -212,6 +212,7 @@ const char* const kFeatureTemplates[] = {
     R"({% for m in messages %}{% set ns = namespace(c=m.content) %}{{ ns.c | length }}{% endfor %})",
     R"({%- generation -%} in generation {{ messages | length }} {%- endgeneration -%})",
     R"({{ '\x41\101\u00e9' }} {{ 'é'[0] }} {{ 'é日本' | length }} {{ 'é日本'[1:] }} {{ 'é日本' | list }})",
+    R"({% for m in messages %}{{ loop.previtem.role if loop.previtem is defined }}>{{ loop.nextitem.role if loop.nextitem is defined }} {% endfor %}{{ '<a & "b">' | e }} {{ messages | count }} {{ 'x' | safe }} {{ messages | first | default('-') is mapping }})",
     R"({{ 'ab' | replace('', '-') }} {{ 'aaa' | replace('a', 'b', 2) }} {{ 'x'.replace('x', 'yy', 0) }} {{ 'a b'.split(' ') }})",
 };
 

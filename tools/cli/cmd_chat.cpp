@@ -146,6 +146,11 @@ int chat_loop(const ChatFlags& f) {
     const Status s = engine->generate_tokens(tokens, sampling, n_predict,
                                              [&](int32_t, std::string_view piece) {
                                                if (g_interrupted) return false;
+                                               // "[/INST]" and the like are followed by a space
+                                               // the reply need not show.
+                                               if (reply.empty()) {
+                                                 while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+                                               }
                                                reply += piece;
                                                std::fwrite(piece.data(), 1, piece.size(), stdout);
                                                std::fflush(stdout);
