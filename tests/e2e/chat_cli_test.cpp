@@ -149,11 +149,14 @@ TEST(ChatCli, SynthesizedModelChatsOnTheDefaultTemplate) {
   ASSERT_EQ(s.exit_code, 0) << s.err;
   // No tokenizer.chat_template: the bitnet architecture's (ChatML for others, as llama.cpp);
   // then a built-in by name.
-  Output o = run_cli("chat -m " + model.string() + " -n 4 --temp 0 -t 2", "hello\n\n/exit\nnot read\n");
+  const fs::path receipt = temp_dir() / "chat_receipt.json";
+  Output o = run_cli("chat -m " + model.string() + " -n 4 --temp 0 -t 2 --receipt " + receipt.string(),
+                     "hello\n\n/exit\nnot read\n");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.err.find("chat template: bitnet"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("4 generated"), std::string::npos) << o.err;
   EXPECT_EQ(lines(o.out).size(), 1u) << o.out;
+  EXPECT_NE(slurp(receipt).find("\"generated\": 4"), std::string::npos) << slurp(receipt);
   o = run_cli("chat -m " + model.string() + " -n 2 --temp 0 --chat-template llama2 -s sys", "hi\nagain\n");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.err.find("chat template: llama2"), std::string::npos) << o.err;

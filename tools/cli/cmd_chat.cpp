@@ -100,6 +100,7 @@ int chat_loop(const ChatFlags& f) {
   };
   start_conversation();
   const int64_t n_predict = f.n_predict < 0 ? std::numeric_limits<int64_t>::max() : f.n_predict;
+  GenerateStats total;  // all turns, for --receipt
   std::string line;
   while (true) {
     if (interactive) {
@@ -162,12 +163,18 @@ int chat_loop(const ChatFlags& f) {
     if (!s.ok()) return fail(s);
     g_interrupted = 0;
     history.push_back({"assistant", trim(reply)});
+    total.n_prompt += stats.n_prompt;
+    total.n_generated += stats.n_generated;
+    total.n_reused += stats.n_reused;
+    total.prompt_seconds += stats.prompt_seconds;
+    total.generate_seconds += stats.generate_seconds;
+    total.stop_reason = stats.stop_reason;
     std::fprintf(stderr, "(%lld tokens reused, %lld evaluated, %lld generated at %.2f tok/s, stop: %s)\n",
                  static_cast<long long>(stats.n_reused), static_cast<long long>(stats.n_prompt),
                  static_cast<long long>(stats.n_generated), per_second(stats.n_generated, stats.generate_seconds),
                  stats.stop_reason.c_str());
   }
-  return 0;
+  return write_receipt(*engine, f.model, total);
 }
 
 }  // namespace
