@@ -125,7 +125,7 @@ TEST(ChatTemplateReference, ModelTemplatesMatchJinja2) {
   SKIP_WITHOUT_JINJA2();
   std::vector<Case> cases;
   for (const char* file : {"llama3-instruct.jinja", "bitnet-b1.58-2B-4T.jinja", "qwen2-instruct.jinja",
-                           "qwen2.5-instruct.jinja", "llama2-chat.jinja"}) {
+                           "qwen2.5-instruct.jinja", "llama2-chat.jinja", "llama3.2-instruct.jinja"}) {
     const std::string source = slurp(kTestdata / file);
     ASSERT_FALSE(source.empty()) << file;
     for (Case& c : cases_for(file, source)) cases.push_back(std::move(c));
