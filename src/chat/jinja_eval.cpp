@@ -32,6 +32,8 @@ struct Args {
       if (k == name) return v;
     return def;
   }
+  // A keyword-only argument.
+  Value keyword(std::string_view name) const { return get(pos.size(), name); }
 };
 
 // Python's slice indices for a sequence of n elements.
@@ -884,13 +886,13 @@ class Renderer {
     if (name == "indent") return indent(line, to_str(v), args);
     if (name == "map") {
       BITNET_ASSIGN_OR_RETURN(const List items, iterate(line, v));
-      const Value attribute = args.get(99, "attribute");
+      const Value attribute = args.keyword("attribute");
       List out;
       for (const Value& item : items) {
         BITNET_RETURN_IF_ERROR(step(line));
         if (!attribute.is_undefined()) {
           BITNET_ASSIGN_OR_RETURN(Value x, attribute_of(line, item, attribute));
-          out.push_back(x.is_undefined() ? args.get(99, "default") : std::move(x));
+          out.push_back(x.is_undefined() ? args.keyword("default") : std::move(x));
         } else {
           if (args.pos.empty() || !args.pos[0].is_string()) return error(line, "map takes a filter name or attribute=");
           const std::string& filter = args.pos[0].str();
