@@ -185,5 +185,12 @@ TEST(ChatCli, BadTemplatesAreCleanErrors) {
   fs::remove(model);
 }
 
+TEST(ChatCli, ServeTakesOnlyABuiltInTemplateName) {
+  // (The chat endpoint renders with ChatTemplate::for_model; src/server's tests cover the HTTP side.)
+  const Output o = run_cli("serve -m /nonexistent.gguf --chat-template nope");
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_NE(o.err.find("chatml"), std::string::npos) << o.err;
+}
+
 }  // namespace
 }  // namespace bitnet
