@@ -11,7 +11,7 @@ PROMPT ?= Once upon a time
 N_PREDICT ?= 100
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev \
-	libcli11-dev libcpp-httplib-dev libicu-dev libssl-dev libgtest-dev libgmock-dev python3 python3-numpy \
+	libcli11-dev libcpp-httplib-dev libicu-dev libssl-dev libgtest-dev libgmock-dev python3 python3-numpy python3-jinja2 \
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
 	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools libbenchmark-dev chromium nginx
 # Arm64: Debian's cross compiler and multiarch libraries; the tests run under qemu-user.

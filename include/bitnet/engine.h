@@ -74,7 +74,8 @@ struct GenerateStats {
   int64_t n_generated = 0;
   double prompt_seconds = 0.0;
   double generate_seconds = 0.0;
-  std::string stop_reason;  // "eog" | "length" | "context"
+  std::string stop_reason;  // "eog" | "length" | "context" | "stopped" (the callback said so)
+  int64_t n_reused = 0;     // prompt tokens found in the KV cache already (generate_tokens)
 };
 
 class Engine {
@@ -108,6 +109,12 @@ class Engine {
   std::optional<int32_t> bos_id() const;
   bool is_end_of_generation(int32_t id) const;
   int64_t n_vocab() const;
+
+  // Chat templates (bitnet/chat.h): the file's `tokenizer.chat_template` ("" when it has none)
+  // and the text of the vocabulary's BOS and EOS tokens ("" when it has none).
+  std::string chat_template() const;
+  std::string bos_token() const;
+  std::string eos_token() const;
 
   // Evaluation over the KV cache: feeds `tokens` at positions n_past().. and returns logits,
   // [n_tokens][n_vocab] when all_logits, else the last token's [n_vocab].
@@ -145,6 +152,16 @@ class Engine {
   // tokens, calling on_piece with each token's text as soon as it is sampled.
   Status generate(std::string_view prompt, const SamplingParams& sampling, int64_t n_predict,
                   const std::function<void(std::string_view)>& on_piece, GenerateStats* stats);
+
+  // Generation that continues the sequence in the KV cache, for chats: `prompt` is the whole
+  // token sequence (BOS included as the caller wants); the longest prefix it shares with
+  // tokens() is kept and only the rest is evaluated (stats->n_reused, n_prompt). Then samples
+  // like generate(), calling on_token with each token's id and text; on_token returning false
+  // stops the generation (stop_reason "stopped"). The sampled tokens are in the KV cache
+  // afterwards, except the last one and an end-of-generation token.
+  Status generate_tokens(std::span<const int32_t> prompt, const SamplingParams& sampling, int64_t n_predict,
+                         const std::function<bool(int32_t id, std::string_view piece)>& on_token,
+                         GenerateStats* stats);
 
  private:
   struct Impl;

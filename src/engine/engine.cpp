@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <new>
@@ -278,6 +279,19 @@ Result<std::vector<std::vector<float>>> Engine::step(std::span<const StepInput> 
   return out;
 }
 
+std::string Engine::chat_template() const {
+  auto t = impl_->file.get_string("tokenizer.chat_template");
+  return t.ok() && t->has_value() ? std::string(**t) : std::string();
+}
+std::string Engine::bos_token() const {
+  const std::optional<int32_t> id = impl_->tokenizer->bos_id();
+  return id ? impl_->tokenizer->token_text(*id) : std::string();
+}
+std::string Engine::eos_token() const {
+  const std::optional<int32_t> id = impl_->tokenizer->eos_id();
+  return id ? impl_->tokenizer->token_text(*id) : std::string();
+}
+
 Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool all_logits) {
   Impl& m = *impl_;
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -299,23 +313,46 @@ Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool al
 
 Status Engine::generate(std::string_view prompt, const SamplingParams& sampling, int64_t n_predict,
                         const std::function<void(std::string_view)>& on_piece, GenerateStats* stats) {
-  GenerateStats local;
-  GenerateStats& st = stats != nullptr ? *stats : local;
-  std::vector<int32_t> history = tokenize(prompt, add_bos_default(), /*parse_special=*/true);
-  if (history.empty()) return invalid_argument("the prompt is empty and the vocabulary has no BOS token");
-  if (static_cast<int64_t>(history.size()) >= n_ctx()) {
-    return out_of_range(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)",
-                                    history.size(), n_ctx()));
-  }
-  reset();
-  st.n_prompt = static_cast<int64_t>(history.size());
-  auto t0 = std::chrono::steady_clock::now();
-  BITNET_ASSIGN_OR_RETURN(std::vector<float> logits, eval(history, false));
-  st.prompt_seconds = seconds_since(t0);
-
+  const std::vector<int32_t> tokens = tokenize(prompt, add_bos_default(), /*parse_special=*/true);
+  if (tokens.empty()) return invalid_argument("the prompt is empty and the vocabulary has no BOS token");
   // A SentencePiece vocabulary marks word starts with a space; at the very start of the
   // text that space is not part of it (llama.cpp and run.c strip it the same way).
   bool at_text_start = prompt.empty() && impl_->tokenizer->kind() == TokenizerKind::kSpm;
+  reset();
+  return generate_tokens(tokens, sampling, n_predict,
+                         [&](int32_t, std::string_view piece) {
+                           if (at_text_start && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
+                           at_text_start = at_text_start && piece.empty();
+                           on_piece(piece);
+                           return true;
+                         },
+                         stats);
+}
+
+Status Engine::generate_tokens(std::span<const int32_t> prompt, const SamplingParams& sampling, int64_t n_predict,
+                               const std::function<bool(int32_t, std::string_view)>& on_token, GenerateStats* stats) {
+  GenerateStats local;
+  GenerateStats& st = stats != nullptr ? *stats : local;
+  st = GenerateStats{};
+  if (prompt.empty()) return invalid_argument("the prompt has no tokens");
+  if (static_cast<int64_t>(prompt.size()) >= n_ctx()) {
+    return out_of_range(fmt::format("the prompt has {} tokens but the context holds {} (raise -c)",
+                                    prompt.size(), n_ctx()));
+  }
+  // Reuse the longest prefix already in the KV cache; the last prompt token is evaluated
+  // again when the whole prompt is cached (its logits are not kept).
+  const std::span<const int32_t> cached = cached_tokens();
+  size_t n_keep = 0;
+  while (n_keep < cached.size() && n_keep < prompt.size() && cached[n_keep] == prompt[n_keep]) ++n_keep;
+  n_keep = std::min(n_keep, prompt.size() - 1);
+  truncate(static_cast<int64_t>(n_keep));
+  st.n_reused = static_cast<int64_t>(n_keep);
+  st.n_prompt = static_cast<int64_t>(prompt.size() - n_keep);
+  auto t0 = std::chrono::steady_clock::now();
+  BITNET_ASSIGN_OR_RETURN(std::vector<float> logits, eval(prompt.subspan(n_keep), false));
+  st.prompt_seconds = seconds_since(t0);
+
+  std::vector<int32_t> history(prompt.begin(), prompt.end());  // for the repetition penalty
   Sampler sampler(sampling);
   t0 = std::chrono::steady_clock::now();
   st.stop_reason = "length";
@@ -325,12 +362,12 @@ Status Engine::generate(std::string_view prompt, const SamplingParams& sampling,
       st.stop_reason = "eog";
       break;
     }
+    if (!on_token(id, token_to_piece(id))) {
+      st.stop_reason = "stopped";
+      break;
+    }
     history.push_back(id);
     ++st.n_generated;
-    std::string piece = token_to_piece(id);
-    if (at_text_start && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
-    at_text_start = at_text_start && piece.empty();
-    on_piece(piece);
     if (i + 1 == n_predict) break;
     if (n_past() >= n_ctx()) {
       st.stop_reason = "context";

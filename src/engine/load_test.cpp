@@ -140,5 +140,26 @@ TEST_F(EngineLoad, AnF16CacheGivesCloseLogitsInHalfTheBytes) {
   EXPECT_NE(bad.status().message().find("f16, f32"), std::string::npos) << bad.status().message();
 }
 
+// truncate(): the sequence keeps a prefix and continues from it, as if the rest had never
+// been evaluated (a chat turn reuses the KV cache of the conversation so far).
+TEST_F(EngineLoad, TruncateContinuesFromTheKeptPrefix) {
+  auto engine = Engine::load(options(64));
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Engine& e = **engine;
+  ASSERT_TRUE(e.eval(std::vector<int32_t>{1, 2, 3, 4, 5}, false).ok());
+  e.truncate(2);
+  EXPECT_EQ(e.n_past(), 2);
+  EXPECT_EQ(std::vector<int32_t>(e.cached_tokens().begin(), e.cached_tokens().end()), (std::vector<int32_t>{1, 2}));
+  auto continued = e.eval(std::vector<int32_t>{7, 8}, false);
+  ASSERT_TRUE(continued.ok());
+  e.reset();
+  auto fresh = e.eval(std::vector<int32_t>{1, 2, 7, 8}, false);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_EQ(continued->size(), fresh->size());
+  for (size_t i = 0; i < fresh->size(); ++i) ASSERT_NEAR((*continued)[i], (*fresh)[i], 1e-4f) << i;
+  e.truncate(100);  // more than n_past: nothing changes
+  EXPECT_EQ(e.n_past(), 4);
+}
+
 }  // namespace
 }  // namespace bitnet

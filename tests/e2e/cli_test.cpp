@@ -96,7 +96,7 @@ void expect_clean_error(const Output& o, const std::string& needle) {
 }
 
 TEST(Cli, HelpForEveryCommand) {
-  for (const char* cmd : {"", "run", "tokenize", "inspect", "logits", "perplexity", "synth", "devices", "bench", "quantize"}) {
+  for (const char* cmd : {"", "run", "tokenize", "inspect", "logits", "perplexity", "synth", "devices", "bench", "quantize", "chat"}) {
     const Output o = run_cli(std::string(cmd) + " --help");
     EXPECT_EQ(o.exit_code, 0) << cmd;
     EXPECT_NE(o.out.find("Usage"), std::string::npos) << cmd << ": " << o.out;

@@ -57,16 +57,7 @@ void add_run_command(CLI::App& app, Runner& runner) {
   cmd->add_option("-p,--prompt", flags->prompt, "prompt text (default: empty, i.e. BOS only)");
   add_number(*cmd, "-n,--n-predict", flags->n_predict, int64_t{-1}, kMaxTokens,
              "tokens to generate; -1 = until the context is full (default: 128)");
-  SamplingParams& s = flags->sampling;
-  add_number(*cmd, "--temp", s.temperature, 0.0f, 100.0f, "temperature; 0 = greedy (default: 0.8)");
-  add_number(*cmd, "--top-k", s.top_k, 0, static_cast<int32_t>(kMaxTokens), "top-k sampling; 0 = off (default: 40)");
-  add_number(*cmd, "--top-p", s.top_p, 0.0f, 1.0f, "top-p (nucleus) sampling; 1 = off (default: 0.95)");
-  add_number(*cmd, "--min-p", s.min_p, 0.0f, 1.0f, "min-p sampling; 0 = off (default: 0.05)");
-  add_number(*cmd, "--repeat-penalty", s.repeat_penalty, 0.01f, 100.0f, "repetition penalty; 1 = off (default: 1.0)");
-  add_number(*cmd, "--repeat-last-n", s.repeat_last_n, -1, static_cast<int32_t>(kMaxTokens),
-             "tokens the penalty looks back over; -1 = all (default: 64)");
-  add_number(*cmd, "--seed", flags->seed, int64_t{-1}, std::numeric_limits<int64_t>::max(),
-             "random seed; -1 = random, printed at the end (default: -1)");
+  add_sampling_flags(*cmd, flags->sampling, flags->seed);
   cmd->callback([flags, &runner] { runner = [flags] { return run(*flags); }; });
 }
 

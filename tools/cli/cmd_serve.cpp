@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "bitnet/chat.h"
 #include "commands.h"
 #include "server/http_server.h"
 
@@ -16,6 +17,7 @@ struct ServeFlags {
   ModelFlags model;
   server::ServerOptions server;
   std::string alias;
+  std::string chat_template;  // a built-in name; empty: the model's
 };
 
 std::atomic<server::HttpServer*> g_server{nullptr};
@@ -46,7 +48,23 @@ int run(ServeFlags f) {
     g_server = nullptr;
     return code;
   }
-  http.set_engine(*engine, {});
+  // The chat endpoint renders messages with the model's template (or the built-in named);
+  // without one it answers 400.
+  server::ChatRenderer chat;
+  auto tmpl = chat::ChatTemplate::for_model(engine->chat_template(), f.chat_template, engine->model().architecture);
+  if (tmpl.ok()) {
+    std::fprintf(stderr, "chat template: %s\n", tmpl->name().c_str());
+    chat = [t = std::move(tmpl).value(), options = chat::RenderOptions{true, engine->bos_token(), engine->eos_token()}](
+               const std::vector<server::ChatMessage>& messages) -> Result<std::string> {
+      std::vector<chat::Message> m;
+      m.reserve(messages.size());
+      for (const server::ChatMessage& x : messages) m.push_back({x.role, x.content});
+      return t.render(m, options);
+    };
+  } else {
+    std::fprintf(stderr, "warning: no chat template, /v1/chat/completions answers 400: %s\n", tmpl.status().to_string().c_str());
+  }
+  http.set_engine(*engine, std::move(chat));
   std::fprintf(stderr, "model loaded: serving %s\n", f.server.model_id.c_str());
   listener.join();
   g_server = nullptr;
@@ -66,6 +84,10 @@ void add_serve_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' (default: $BITNET_API_KEY, else none)");
   cmd->add_option("--cors", s.cors_origin, "allow cross-origin requests from this origin (default: CORS off)");
   cmd->add_option("--alias", flags->alias, "model id in responses and /v1/models (default: the file name)");
+  const std::vector<std::string> names = chat::builtin_names();
+  cmd->add_option("--chat-template", flags->chat_template,
+                  "render chat requests with this built-in template instead of the model's (default: the model's)")
+      ->check(CLI::IsMember(names));
   add_number(*cmd, "--parallel", s.parallel, size_t{1}, size_t{256}, "requests decoded together (continuous batching; default: 4)");
   add_number(*cmd, "--max-queue", s.max_queue, size_t{1}, size_t{4096}, "requests that may wait; more get 503 + Retry-After (default: 16)");
   add_number(*cmd, "--timeout", s.read_timeout_s, 1, 3600, "read/write timeout per connection in seconds (default: 30)");

@@ -26,6 +26,7 @@ void add_devices_command(CLI::App& app, Runner& runner);
 void add_bench_command(CLI::App& app, Runner& runner);  // tools/bench
 void add_quantize_command(CLI::App& app, Runner& runner);
 void add_serve_command(CLI::App& app, Runner& runner);
+void add_chat_command(CLI::App& app, Runner& runner);
 
 // Limits of the numeric flags (see flags.cpp). Threads above the hardware's count are
 // clamped to it with a note; anything outside a flag's range is refused (exit 2).
@@ -49,6 +50,9 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags);
 // -t, -b, --device, --head-type and --cache-type alone, for a command whose -c means something else
 // (perplexity).
 void add_device_flags(CLI::App& cmd, ModelFlags& flags);
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n and --seed (-1: random).
+void add_sampling_flags(CLI::App& cmd, SamplingParams& sampling, int64_t& seed);
 
 // A numeric flag that takes only numbers in [lo, hi] (appended to the help); text, NaN, inf,
 // overflow and out-of-range values are flag errors naming the flag and the range.

@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include "commands.h"
@@ -25,6 +26,18 @@ void add_device_flags(CLI::App& cmd, ModelFlags& flags) {
   cmd.add_option("--cache-type", flags.cache_type,
                  "KV cache element type: f16|f32 (default: f16; a GPU backend without F16 kernels keeps f32 and says so)")
       ->check(CLI::IsMember({"f16", "f32"}));
+}
+
+void add_sampling_flags(CLI::App& cmd, SamplingParams& s, int64_t& seed) {
+  add_number(cmd, "--temp", s.temperature, 0.0f, 100.0f, "temperature; 0 = greedy (default: 0.8)");
+  add_number(cmd, "--top-k", s.top_k, 0, static_cast<int32_t>(kMaxTokens), "top-k sampling; 0 = off (default: 40)");
+  add_number(cmd, "--top-p", s.top_p, 0.0f, 1.0f, "top-p (nucleus) sampling; 1 = off (default: 0.95)");
+  add_number(cmd, "--min-p", s.min_p, 0.0f, 1.0f, "min-p sampling; 0 = off (default: 0.05)");
+  add_number(cmd, "--repeat-penalty", s.repeat_penalty, 0.01f, 100.0f, "repetition penalty; 1 = off (default: 1.0)");
+  add_number(cmd, "--repeat-last-n", s.repeat_last_n, -1, static_cast<int32_t>(kMaxTokens),
+             "tokens the penalty looks back over; -1 = all (default: 64)");
+  add_number(cmd, "--seed", seed, int64_t{-1}, std::numeric_limits<int64_t>::max(),
+             "random seed; -1 = random, printed at the end (default: -1)");
 }
 
 int fail(const Status& status) {
@@ -126,6 +139,7 @@ int main(int argc, char** argv) {
   add_devices_command(app, runner);
   add_bench_command(app, runner);
   add_quantize_command(app, runner);
+  add_chat_command(app, runner);
   std::string names;
   bool known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {
