@@ -233,9 +233,11 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
     }
     prompt_text = std::move(*rendered);
   }
-  // Chat prompts carry their own BOS text where the template wants it.
-  job->prompt = e->tokenize(prompt_text, !chat_api && e->add_bos_default(), /*parse_special=*/chat_api);
-  if (chat_api && job->prompt.empty()) job->prompt = e->tokenize(prompt_text, e->add_bos_default(), true);
+  // BOS as the vocabulary wants it, unless a chat template already wrote its text (as `bitnet
+  // chat` does); special tokens in the text are recognised, as llama-server does.
+  const std::string bos = e->bos_token();
+  const bool has_bos = chat_api && !bos.empty() && prompt_text.compare(0, bos.size(), bos) == 0;
+  job->prompt = e->tokenize(prompt_text, e->add_bos_default() && !has_bos, /*parse_special=*/true);
   if (job->prompt.empty()) return send_error(res, {400, "invalid_request_error", "prompt", "the prompt is empty"});
   const int64_t room = e->n_ctx() - static_cast<int64_t>(job->prompt.size());
   if (room <= 0) {
