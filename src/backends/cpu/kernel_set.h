@@ -53,7 +53,7 @@ using QuantDotFn = quant::VecDotFn;
 // kQuantTileTokens) rows of quantized activations (act_row_bytes apart): y[j * y_stride + r] =
 // the set's quant_dot of weight row r and activation row j, bit for bit (a set may unpack each
 // weight block once for all tokens, and lay out the tokens once for all rows).
-inline constexpr int kQuantTileTokens = 8;
+inline constexpr int kQuantTileTokens = 16;
 using QuantTileFn = void (*)(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
                              int64_t act_row_bytes, int n_act, float* y, int64_t y_stride);
 
