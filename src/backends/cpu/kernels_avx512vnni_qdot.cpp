@@ -270,14 +270,15 @@ void lay_out_acts(int64_t nb, const uint8_t* act, int64_t as, int n_act, TileAct
 }
 
 // One group of the tile: the weight row's codes transposed once, then per token 8 vpdpbusd (two
-// chains) from its laid-out activations.
+// chains) from its laid-out activations, and the d step of group_step (the min step follows in
+// tile_rows).
 template <class T, int N, bool kFull>
-void tile_group(const uint8_t* wb, int kb, const TileActs& t, size_t i0, size_t n_groups, __m256 (&acc)[N], __m256 (&acc_m)[N]) {
+void tile_group(const uint8_t* wb, int kb, const TileActs& t, size_t i0, size_t n_groups, __m256 (&acc)[N]) {
   __m256i c[8];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) c[k] = kFull || k < kb ? T::codes(wb + k * T::kW) : _mm256_setzero_si256();
   transpose8(c);
-  const GroupScales ws = weight_scales<T, kFull>(wb, kb);
+  const __m256 wd = weight_scales<T, kFull>(wb, kb).d;
 #pragma GCC unroll 16
   for (int j = 0; j < N; ++j) {
     const size_t i = static_cast<size_t>(j) * n_groups + i0;
@@ -289,26 +290,44 @@ void tile_group(const uint8_t* wb, int kb, const TileActs& t, size_t i0, size_t 
       s0 = _mm256_dpbusd_epi32(s0, c[k], load_lanes(x[k]));
       s1 = _mm256_dpbusd_epi32(s1, c[k + 1], load_lanes(x[k + 1]));
     }
-    const __m256 a_s = T::kMin ? _mm256_castsi256_ps(load_lanes(t.s[i])) : _mm256_setzero_ps();
-    group_step<T>(_mm256_add_epi32(s0, s1), ws, _mm256_castsi256_ps(load_lanes(t.d[i])), a_s, acc[j], acc_m[j]);
+    const __m256 a_d = _mm256_castsi256_ps(load_lanes(t.d[i]));
+    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), _mm256_mul_ps(wd, a_d), acc[j]);
   }
 }
 
+// Rows against N tokens. Formats with a min take the m_w s_a steps in a second pass over the
+// groups, after the d sums are reduced (fewer live registers; each accumulator sees the same
+// steps in the same order as in the row dot, so the sums are the same).
 template <class T, int N>
 void tile_rows(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act, int64_t as, float* y,
                int64_t ys) {
   const int64_t nb = n / 32;
   const auto n_groups = static_cast<size_t>((nb + 7) / 8);
+  const auto n_full = static_cast<size_t>(nb / 8);
   thread_local TileActs t;
   lay_out_acts<T>(nb, act, as, N, t);
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint8_t* row = w + r * w_row_bytes;
-    __m256 acc[N], acc_m[N];
-    for (int j = 0; j < N; ++j) acc[j] = acc_m[j] = _mm256_setzero_ps();
-    size_t g = 0;
-    for (; 8 * (g + 1) <= static_cast<size_t>(nb); ++g) tile_group<T, N, true>(row + 8 * g * T::kW, 8, t, g, n_groups, acc, acc_m);
-    if (g < n_groups) tile_group<T, N, false>(row + 8 * g * T::kW, static_cast<int>(nb - 8 * static_cast<int64_t>(g)), t, g, n_groups, acc, acc_m);
-    for (int j = 0; j < N; ++j) y[j * ys + r] = finish<T>(acc[j], acc_m[j]);
+    const int kb_last = static_cast<int>(nb - 8 * static_cast<int64_t>(n_full));
+    __m256 acc[N];
+    for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+    for (size_t g = 0; g < n_full; ++g) tile_group<T, N, true>(row + 8 * g * T::kW, 8, t, g, n_groups, acc);
+    if (n_full < n_groups) tile_group<T, N, false>(row + 8 * n_full * T::kW, kb_last, t, n_full, n_groups, acc);
+    float sum_d[N];
+    for (int j = 0; j < N; ++j) sum_d[j] = hsum(acc[j]);
+    if constexpr (T::kMin) {
+      for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+      for (size_t g = 0; g < n_groups; ++g) {
+        const uint8_t* wb = row + 8 * g * T::kW;
+        const __m256 wm = g < n_full ? weight_scales<T, true>(wb, 8).m : weight_scales<T, false>(wb, kb_last).m;
+        for (int j = 0; j < N; ++j) {
+          acc[j] = _mm256_fmadd_ps(wm, _mm256_castsi256_ps(load_lanes(t.s[static_cast<size_t>(j) * n_groups + g])), acc[j]);
+        }
+      }
+      for (int j = 0; j < N; ++j) y[j * ys + r] = sum_d[j] + hsum(acc[j]);
+    } else {
+      for (int j = 0; j < N; ++j) y[j * ys + r] = sum_d[j];
+    }
   }
 }
 
