@@ -24,17 +24,23 @@ namespace {
 
 // ---- 32-element blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) against Q8_0 / Q8_1 ----
 //
-// One weight block meets one activation block in a single 256-bit vpdpbusd (EVEX, AVX512VL):
-// unsigned codes (Q4_1, Q5_1) directly against the int8 activations; signed weights (Q8_0, the
-// IQ4 table values, and Q4_0 / Q5_0 codes made signed once, q - 8 / q - 16) as |w| against x
-// carrying w's sign (vpsignb). |x| <= 127, so 4 products per int32 lane cannot overflow. Each
-// block's 8 int32 lanes are converted and multiplied lane by lane by the block's d_w * d_a (no
-// horizontal integer reduction), into 2 accumulators per token (even and odd blocks), which are
-// added and reduced at the end (four tokens' reductions together, each by the same association).
-// The weights are unpacked once per block for all tokens of a tile, and the row dot is the tile
-// for one token, so both agree bit for bit. The d products: per 4 (or 2) blocks the activations'
-// fp16 d's are read with scalar loads, converted together, multiplied by the weights' d's and
-// broadcast per block with vpermps; an odd last block takes a scalar product.
+// Row dot and tile share their float steps, so they agree bit for bit: the blocks go in groups
+// of 8 (the last may be short), each group's 8 exact integer block sums in the 8 lanes of one
+// vector (0 past the row's end), converted and multiplied by d_w * d_a in one FMA per group; a
+// min (Q4_1, Q5_1) adds m_w * s_a per group into a second vector; the lanes are summed at the end
+// (hsum). Only how the integer sums are made differs:
+// - row dot (decode): one 256-bit vpdpbusd per block, unsigned codes (Q4_1, Q5_1) against the
+//   int8 activations, signed weights (Q8_0, the IQ4 table values, Q4_0 / Q5_0 codes made signed,
+//   q - 8 / q - 16) as |w| against x carrying w's sign (vpsignb; |x| <= 127 as ggml's
+//   quantizers write it), the 8 blocks' lanes then reduced with horizontal adds (reduce8);
+// - tile (prefill, rows x up to 16 tokens): the tokens' activations are laid out once per call
+//   (lay_out_acts: per group, the 8 blocks' int8 transposed by 32-bit words, so that vector i
+//   lane k holds elements 4i..4i+3 of block k), and each weight row's group of codes is
+//   transposed alike once for all tokens; 8 vpdpbusd then leave block k's sum in lane k with no
+//   horizontal reduction. The codes are unsigned (c = w + 2^kShift: Q4_0 / Q5_0 codes as
+//   stored, Q8_0 and IQ4_NL values + 128), so the dot with the signed activations is taken once
+//   and 2^kShift times the activation block sum, laid out with the activations, is subtracted.
+//   All integer sums are exact in int32 (at most 32 * 255 * 128 per block).
 
 uint32_t load_u32(const uint8_t* p) {
   uint32_t v;
