@@ -176,9 +176,18 @@ __m256i gather8_u32(const uint8_t* p, int64_t stride, int count) {
                                         load_i32(q + 3 * stride), 3);
     return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
   } else {
-    alignas(32) int32_t v[8] = {};
-    for (int k = 0; k < count; ++k) v[k] = load_i32(p + k * stride);
-    return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+    // Lane by lane into zeros (an array on the stack read back as a vector stalls the load).
+    __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
+    switch (count) {
+      case 7: hi = _mm_insert_epi32(hi, load_i32(p + 6 * stride), 2); [[fallthrough]];
+      case 6: hi = _mm_insert_epi32(hi, load_i32(p + 5 * stride), 1); [[fallthrough]];
+      case 5: hi = _mm_insert_epi32(hi, load_i32(p + 4 * stride), 0); [[fallthrough]];
+      case 4: lo = _mm_insert_epi32(lo, load_i32(p + 3 * stride), 3); [[fallthrough]];
+      case 3: lo = _mm_insert_epi32(lo, load_i32(p + 2 * stride), 2); [[fallthrough]];
+      case 2: lo = _mm_insert_epi32(lo, load_i32(p + stride), 1); [[fallthrough]];
+      default: lo = _mm_insert_epi32(lo, load_i32(p), 0); break;
+    }
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
   }
 }
 __m256 fp16_lo(__m256i v) { return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(v)); }
