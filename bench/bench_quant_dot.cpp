@@ -2,7 +2,7 @@
 // a GEMV of a 2048 x 2048 weight of each llama.cpp quant type against one activation row
 // quantized to the type's vec_dot_type, one thread, row after row as the backend calls it.
 // The "scalar" set runs the twins (quant::vec_dot_fn), the baseline of the SIMD sets.
-// tile_qdot_*: the prefill tiles (KernelSet::quant_tile) over 16 tokens.
+// tile_qdot_*: the prefill tiles (KernelSet::quant_tile) over 64 tokens.
 // Counters (per CPU second, the machine may be shared): GB/s = weight bytes read per second,
 // GMAC/s = multiply-adds per second.
 //
@@ -12,10 +12,12 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <span>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/kernel_set.h"
+#include "backends/cpu/kernels.h"
 #include "core/fp16.h"
 #include "gguf/types.h"
 #include "quant/quant.h"
@@ -59,36 +61,29 @@ void bench_gemv(benchmark::State& state, const KernelSet* set, GgmlType type) {
   state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(kRows * kCols) * n / 1e9, benchmark::Counter::kIsRate);
 }
 
-// Prefill: the same weight rows against kTileTokens activation rows, kQuantTileTokens at a time
-// through the set's quant_tile (quant_dot token by token where it has none), as
-// matmul_quant_rows calls it. kTileCols columns (SmolLM2's n_embd: 18 blocks of 32, 2.25 of 256).
-constexpr int64_t kTileTokens = 16;
+// Prefill: the same weight rows against kTileTokens activation rows through matmul_quant_rows
+// with the set's quant_tile (quant_dot token by token where it has none), as the backend calls
+// it from one thread. kTileCols columns (SmolLM2's n_embd: 18 blocks of 32, 2.25 of 256).
+constexpr int64_t kTileTokens = 64;
 constexpr int64_t kTileCols = 576;
 
 void bench_tile(benchmark::State& state, const KernelSet* set, GgmlType type) {
   const GgmlTypeTraits t = *ggml_type_traits(static_cast<uint32_t>(type));
   const int64_t cols = kTileCols % t.block_elems == 0 ? kTileCols : 768;
   const auto& all = weight_bytes(type);
-  const int64_t row_bytes = cols / t.block_elems * t.block_bytes;
-  const int64_t rows = static_cast<int64_t>(all.size()) / row_bytes;
+  CpuWeight w;
+  w.type = type;
+  w.n_cols = cols;
+  w.row_bytes = cols / t.block_elems * t.block_bytes;
+  w.n_rows = static_cast<int64_t>(all.size()) / w.row_bytes;
+  w.raw = std::span<const uint8_t>(all.data(), static_cast<size_t>(w.n_rows * w.row_bytes));
+  const int64_t rows = w.n_rows;
   const auto a = *quant::quantize(*quant::vec_dot_type(type), normal_floats(cols * kTileTokens, 2).data(), kTileTokens, cols);
   const int64_t a_row_bytes = static_cast<int64_t>(a.size()) / kTileTokens;
-  const QuantDotFn dot = set->quant_dot(type);
   const QuantTileFn tile = set->quant_tile != nullptr ? set->quant_tile(type) : nullptr;
   std::vector<float> y(static_cast<size_t>(kTileTokens * rows));
   for (auto _ : state) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* row = all.data() + r * row_bytes;
-      for (int64_t tk = 0; tk < kTileTokens; tk += kQuantTileTokens) {
-        if (tile != nullptr) {
-          tile(cols, row, a.data() + tk * a_row_bytes, a_row_bytes, kQuantTileTokens, y.data() + r * kTileTokens + tk);
-        } else {
-          for (int j = 0; j < kQuantTileTokens; ++j) {
-            y[static_cast<size_t>(r * kTileTokens + tk + j)] = dot(cols, row, a.data() + (tk + j) * a_row_bytes);
-          }
-        }
-      }
-    }
+    matmul_quant_rows(w, a.data(), a_row_bytes, kTileTokens, y.data(), 0, rows, set->quant_dot(type), tile);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }

@@ -59,12 +59,13 @@ struct KernelSet;
 
 // A row dot of n weights against one row of quantized activations (quant::VecDotFn).
 using QuantDotFn = quant::VecDotFn;
-// Prefill: one row of n weights against n_act (1 .. kQuantTileTokens) rows of quantized
-// activations, act_row_bytes apart: out[j] = the set's quant_dot of the row and activation row
-// j, bit for bit (the weights are unpacked once for all of them).
-inline constexpr int kQuantTileTokens = 4;
-using QuantTileFn = void (*)(int64_t n, const uint8_t* w, const uint8_t* act, int64_t act_row_bytes, int n_act,
-                             float* out);
+// Prefill: n_rows weight rows of n weights (w_row_bytes apart) against n_act (1 ..
+// kQuantTileTokens) rows of quantized activations (act_row_bytes apart): y[j * y_stride + r] =
+// the set's quant_dot of weight row r and activation row j, bit for bit (a set may unpack each
+// weight block once for all tokens, and lay out the tokens once for all rows).
+inline constexpr int kQuantTileTokens = 16;
+using QuantTileFn = void (*)(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
+                             int64_t act_row_bytes, int n_act, float* y, int64_t y_stride);
 
 // Owns Q8 activations for up to n_tokens rows; padding lanes hold scale 1 and sum 0.
 class Q8Buffer {

@@ -36,7 +36,8 @@ struct QuantActFormat {
 // The activation format of `weight_type`'s quantized-activation matmul, if it has one.
 std::optional<QuantActFormat> quant_act_format(GgmlType weight_type);
 // y[t][r] = dot(w.n_cols, row r of w, act + t * act_row_bytes) for r in [r0, r1), t < n_tokens;
-// with a tile (prefill), kQuantTileTokens tokens per call.
+// with a tile (prefill, n_tokens > 1), kQuantTileTokens tokens per call, the rows in blocks
+// that stay in L2 while every token tile passes over them.
 void matmul_quant_rows(const CpuWeight& w, const uint8_t* act, int64_t act_row_bytes, int64_t n_tokens,
                        float* y, int64_t r0, int64_t r1, QuantDotFn dot, QuantTileFn tile = nullptr);
 // The same from float activations: each token's x is quantized into the calling thread's

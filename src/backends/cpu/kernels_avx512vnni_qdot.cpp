@@ -10,7 +10,9 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernels_avx2.h"
 #define BITNET_X86_QDOT_VPDPWSSD 1  // the shared K-quant tiles on vpdpwssd
@@ -22,17 +24,23 @@ namespace {
 
 // ---- 32-element blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) against Q8_0 / Q8_1 ----
 //
-// One weight block meets one activation block in a single 256-bit vpdpbusd (EVEX, AVX512VL):
-// unsigned codes (Q4_1, Q5_1) directly against the int8 activations; signed weights (Q8_0, the
-// IQ4 table values, and Q4_0 / Q5_0 codes made signed once, q - 8 / q - 16) as |w| against x
-// carrying w's sign (vpsignb). |x| <= 127, so 4 products per int32 lane cannot overflow. Each
-// block's 8 int32 lanes are converted and multiplied lane by lane by the block's d_w * d_a (no
-// horizontal integer reduction), into 2 accumulators per token (even and odd blocks), which are
-// added and reduced at the end (four tokens' reductions together, each by the same association).
-// The weights are unpacked once per block for all tokens of a tile, and the row dot is the tile
-// for one token, so both agree bit for bit. The d products: per 4 (or 2) blocks the activations'
-// fp16 d's are read with scalar loads, converted together, multiplied by the weights' d's and
-// broadcast per block with vpermps; an odd last block takes a scalar product.
+// Row dot and tile share their float steps, so they agree bit for bit: the blocks go in groups
+// of 8 (the last may be short), each group's 8 exact integer block sums in the 8 lanes of one
+// vector (0 past the row's end), converted and multiplied by d_w * d_a in one FMA per group; a
+// min (Q4_1, Q5_1) adds m_w * s_a per group into a second vector; the lanes are summed at the end
+// (hsum). Only how the integer sums are made differs:
+// - row dot (decode): one 256-bit vpdpbusd per block, unsigned codes (Q4_1, Q5_1) against the
+//   int8 activations, signed weights (Q8_0, the IQ4 table values, Q4_0 / Q5_0 codes made signed,
+//   q - 8 / q - 16) as |w| against x carrying w's sign (vpsignb; |x| <= 127 as ggml's
+//   quantizers write it), the 8 blocks' lanes then reduced with horizontal adds (reduce8);
+// - tile (prefill, rows x up to 16 tokens): the tokens' activations are laid out once per call
+//   (lay_out_acts: per group, the 8 blocks' int8 transposed by 32-bit words, so that vector i
+//   lane k holds elements 4i..4i+3 of block k), and each weight row's group of codes is
+//   transposed alike once for all tokens; 8 vpdpbusd then leave block k's sum in lane k with no
+//   horizontal reduction. The codes are unsigned (c = w + 2^kShift: Q4_0 / Q5_0 codes as
+//   stored, Q8_0 and IQ4_NL values + 128), so the dot with the signed activations is taken once
+//   and 2^kShift times the activation block sum, laid out with the activations, is subtracted.
+//   All integer sums are exact in int32 (at most 32 * 255 * 128 per block).
 
 uint32_t load_u32(const uint8_t* p) {
   uint32_t v;
@@ -43,13 +51,6 @@ uint32_t load_u32(const uint8_t* p) {
 // The little-endian uint32 of fifth bits at p -> 32 bytes, byte j = 0x10 where bit j is set.
 __m256i fifth_bits32(const uint8_t* p) { return _mm256_maskz_mov_epi8(load_u32(p), _mm256_set1_epi8(0x10)); }
 
-// The 16-bit words at p + k * stride (k < 4) as the low 64 bits of a vector.
-__m128i gather4_u16(const uint8_t* p, int64_t stride) {
-  const uint64_t v = uint64_t{load_u16(p)} | uint64_t{load_u16(p + stride)} << 16 |
-                     uint64_t{load_u16(p + 2 * stride)} << 32 | uint64_t{load_u16(p + 3 * stride)} << 48;
-  return _mm_cvtsi64_si128(static_cast<long long>(v));
-}
-
 // A weight block unpacked once: u the bytes that meet the activations in vpdpbusd (unsigned), s
 // the signs they carry over to the activations (signed formats).
 struct W32 {
@@ -57,16 +58,21 @@ struct W32 {
 };
 W32 signed_w(__m256i w) { return {_mm256_abs_epi8(w), w}; }
 
-// kW, kA: block bytes; kQs: offset of the activation's 32 int8 in its block; kMin: a min term
-// (Q8_1's s times the weight's m); kSigned: the sign trick.
+// kW, kA: block bytes; kMin: a min term (Q8_1's s times the weight's m); kSigned: the row dot's
+// sign trick. unpack: the row dot's form. codes: the tile's, unsigned bytes c with the weight =
+// c - 2^kShift (kShift < 0: the weight = c), so that a block's dot is the dot of c with the
+// activations minus 2^kShift times their sum.
 struct Q4_0 {
   static constexpr int64_t kW = 18, kA = 34;
   static constexpr bool kMin = false, kSigned = true;
-  static W32 unpack(const uint8_t* w) { return signed_w(_mm256_sub_epi8(nibbles32(w + 2), _mm256_set1_epi8(8))); }
+  static constexpr int kShift = 3;
+  static W32 unpack(const uint8_t* w) { return signed_w(_mm256_sub_epi8(codes(w), _mm256_set1_epi8(8))); }
+  static __m256i codes(const uint8_t* w) { return nibbles32(w + 2); }
 };
 struct Q5_0 {
   static constexpr int64_t kW = 22, kA = 34;
   static constexpr bool kMin = false, kSigned = true;
+  static constexpr int kShift = 4;
   // q - 16 = the nibble where the fifth bit is set, the nibble with bits 4-7 set (nibble - 16
   // as int8) where it is clear: one masked move.
   static W32 unpack(const uint8_t* w) {
@@ -75,132 +81,291 @@ struct Q5_0 {
     const __m256i neg = _mm256_or_si256(x, _mm256_set1_epi8(static_cast<char>(0xf0)));
     return signed_w(_mm256_mask_mov_epi8(neg, load_u32(w + 2), nib));
   }
+  static __m256i codes(const uint8_t* w) { return _mm256_or_si256(nibbles32(w + 6), fifth_bits32(w + 2)); }
 };
 struct Q8_0 {
   static constexpr int64_t kW = 34, kA = 34;
   static constexpr bool kMin = false, kSigned = true;
+  static constexpr int kShift = 7;
   static W32 unpack(const uint8_t* w) { return signed_w(load256(w + 2)); }
+  static __m256i codes(const uint8_t* w) { return _mm256_xor_si256(load256(w + 2), _mm256_set1_epi8(static_cast<char>(0x80))); }
 };
 struct IQ4_NL {
   static constexpr int64_t kW = 18, kA = 34;
   static constexpr bool kMin = false, kSigned = true;
+  static constexpr int kShift = 7;
   static W32 unpack(const uint8_t* w) {
     const __m256i table = _mm256_broadcastsi128_si256(
         _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
     return signed_w(_mm256_shuffle_epi8(table, nibbles32(w + 2)));
   }
+  // kvalues_iq4nl + 128.
+  static __m256i codes(const uint8_t* w) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129),
+                                                                     static_cast<char>(141), static_cast<char>(153),
+                                                                     static_cast<char>(166), static_cast<char>(181),
+                                                                     static_cast<char>(197), static_cast<char>(217),
+                                                                     static_cast<char>(241)));
+    return _mm256_shuffle_epi8(table, nibbles32(w + 2));
+  }
 };
 struct Q4_1 {
   static constexpr int64_t kW = 20, kA = 36;
   static constexpr bool kMin = true, kSigned = false;
-  static W32 unpack(const uint8_t* w) { return {nibbles32(w + 4), _mm256_setzero_si256()}; }
+  static constexpr int kShift = -1;
+  static W32 unpack(const uint8_t* w) { return {codes(w), _mm256_setzero_si256()}; }
+  static __m256i codes(const uint8_t* w) { return nibbles32(w + 4); }
 };
 struct Q5_1 {
   static constexpr int64_t kW = 24, kA = 36;
   static constexpr bool kMin = true, kSigned = false;
-  static W32 unpack(const uint8_t* w) { return {_mm256_or_si256(nibbles32(w + 8), fifth_bits32(w + 4)), _mm256_setzero_si256()}; }
+  static constexpr int kShift = -1;
+  static W32 unpack(const uint8_t* w) { return {codes(w), _mm256_setzero_si256()}; }
+  static __m256i codes(const uint8_t* w) { return _mm256_or_si256(nibbles32(w + 8), fifth_bits32(w + 4)); }
 };
 
 template <class T>
+constexpr int64_t kActQs = T::kMin ? 4 : 2;  // the activation's 32 int8 in its block (Q8_1, Q8_0)
+
+template <class T>
 __m256i block_dot(const W32& w, const uint8_t* ab) {
-  constexpr int64_t kQs = T::kMin ? 4 : 2;
-  const __m256i x = load256(ab + kQs);
+  const __m256i x = load256(ab + kActQs<T>);
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.u, T::kSigned ? _mm256_sign_epi8(x, w.s) : x);
 }
 
-// The sums of four vectors' 8 lanes, v[j]'s in lane j, each by the same association of its own
-// lanes whatever the other vectors hold (so a token's sum does not depend on its neighbours).
-__m128 hsum4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
-  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+// Eight blocks' int32 lanes (v[k]: block k's) -> block k's sum in lane k.
+__m256i reduce8(const __m256i (&v)[8]) {
+  const __m256i q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  // q0: blocks 0-3's sums of lanes 0-3 in the low half, of lanes 4-7 in the high half; q1: 4-7.
+  return _mm256_add_epi32(_mm256_blend_epi32(q0, q1, 0xf0), _mm256_permute2x128_si256(q0, q1, 0x21));
 }
 
-// The 16-bit words at p + k * stride (k < K, K = 4 or 2) as the low 16 K bits of a vector.
-template <int K>
-__m128i gather_u16(const uint8_t* p, int64_t stride) {
-  if constexpr (K == 4) return gather4_u16(p, stride);
-  return _mm_cvtsi32_si128(static_cast<int>(uint32_t{load_u16(p)} | uint32_t{load_u16(p + stride)} << 16));
-}
-
-// K blocks (4 or 2) from block b of the weight row against N activation rows.
-template <class T, int N, int K>
-void step_blocks32(const uint8_t* w, const uint8_t* a, int64_t as, int64_t b, __m256 (&acc)[N][2], __m128 (&ms4)[N]) {
-  const uint8_t* wb = w + b * T::kW;
-  W32 q[K];
-  for (int k = 0; k < K; ++k) q[k] = T::unpack(wb + k * T::kW);
-  const __m128 wd = _mm_cvtph_ps(gather_u16<K>(wb, T::kW));
-  __m128 wm = _mm_setzero_ps();
-  if constexpr (T::kMin) wm = _mm_cvtph_ps(gather_u16<K>(wb + 2, T::kW));
-#pragma GCC unroll 4
-  for (int j = 0; j < N; ++j) {
-    const uint8_t* ab = a + j * as + b * T::kA;
-    const __m256 d = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_cvtph_ps(gather_u16<K>(ab, T::kA))));
-    if constexpr (T::kMin) ms4[j] = _mm_add_ps(ms4[j], _mm_mul_ps(wm, _mm_cvtph_ps(gather_u16<K>(ab + 2, T::kA))));
-#pragma GCC unroll 4
-    for (int k = 0; k < K; ++k) {
-      const __m256 dk = _mm256_permutexvar_ps(_mm256_set1_epi32(k), d);
-      acc[j][k & 1] = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(block_dot<T>(q[k], ab + k * T::kA)), acc[j][k & 1]);
-    }
+// 8 x 8 int32 transposed in place: v[i] lane k <- v[k] lane i.
+[[gnu::always_inline]] inline void transpose8(__m256i (&v)[8]) {
+  __m256i t[8], u[8];
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_epi32(v[k], v[k + 1]);
+    t[k + 1] = _mm256_unpackhi_epi32(v[k], v[k + 1]);
+  }
+  for (int k = 0; k < 8; k += 4) {
+    u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
+    u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
+    u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
+    u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
   }
 }
 
-template <class T, int N>
-void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
-  const int64_t nb = n / 32;
-  __m256 acc[N][2];
-  __m128 ms4[N];  // formats with a min: m_w * s_a (lanes beyond K of a 2-block step hold 0 * 0)
-  float ms[N];
-  for (int j = 0; j < N; ++j) {
-    acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-    ms4[j] = _mm_setzero_ps();
-    ms[j] = 0.0f;
-  }
-  int64_t b = 0;
-  for (; b + 4 <= nb; b += 4) step_blocks32<T, N, 4>(w, a, as, b, acc, ms4);
-  if (b + 2 <= nb) {
-    step_blocks32<T, N, 2>(w, a, as, b, acc, ms4);
-    b += 2;
-  }
-  if (b < nb) {
-    const uint8_t* wb = w + b * T::kW;
-    const W32 q = T::unpack(wb);
-    const float wd = _cvtsh_ss(load_u16(wb));
-    for (int j = 0; j < N; ++j) {
-      const uint8_t* ab = a + j * as + b * T::kA;
-      const __m256 d = _mm256_set1_ps(wd * _cvtsh_ss(load_u16(ab)));
-      acc[j][0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(block_dot<T>(q, ab)), acc[j][0]);
-      if constexpr (T::kMin) ms[j] += _cvtsh_ss(load_u16(wb + 2)) * _cvtsh_ss(load_u16(ab + 2));
+// The 32-bit words at p + k * stride for k < count (kFull: count = 8), 0 beyond count. A block's
+// first word: its fp16 d, and Q8_1's s or a min's m (or the first codes) above it.
+template <bool kFull>
+__m256i gather8_u32(const uint8_t* p, int64_t stride, int count) {
+  if constexpr (kFull) {
+    // vmovd + vpinsrd from memory (built in general registers, the vector went through the
+    // stack; vpgatherdd ran 20% slower in the row dots).
+    const __m128i lo = _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(load_i32(p)), load_i32(p + stride), 1),
+                                                         load_i32(p + 2 * stride), 2),
+                                        load_i32(p + 3 * stride), 3);
+    const uint8_t* q = p + 4 * stride;
+    const __m128i hi = _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(load_i32(q)), load_i32(q + stride), 1),
+                                                         load_i32(q + 2 * stride), 2),
+                                        load_i32(q + 3 * stride), 3);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  } else {
+    // Lane by lane into zeros (an array on the stack read back as a vector stalls the load).
+    __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
+    switch (count) {
+      case 7: hi = _mm_insert_epi32(hi, load_i32(p + 6 * stride), 2); [[fallthrough]];
+      case 6: hi = _mm_insert_epi32(hi, load_i32(p + 5 * stride), 1); [[fallthrough]];
+      case 5: hi = _mm_insert_epi32(hi, load_i32(p + 4 * stride), 0); [[fallthrough]];
+      case 4: lo = _mm_insert_epi32(lo, load_i32(p + 3 * stride), 3); [[fallthrough]];
+      case 3: lo = _mm_insert_epi32(lo, load_i32(p + 2 * stride), 2); [[fallthrough]];
+      case 2: lo = _mm_insert_epi32(lo, load_i32(p + stride), 1); [[fallthrough]];
+      default: lo = _mm_insert_epi32(lo, load_i32(p), 0); break;
     }
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
   }
-  __m256 v[4];
-  for (int j = 0; j < 4; ++j) v[j] = j < N ? _mm256_add_ps(acc[j][0], acc[j][1]) : v[0];
-  float sums[4];
-  _mm_storeu_ps(sums, hsum4(v[0], v[1], v[2], v[3]));
-  for (int j = 0; j < N; ++j) {
-    float sum = sums[j];
-    if constexpr (T::kMin) {
-      const __m128 s = ms4[j];
-      const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
-      sum += _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2))) + ms[j];
-    }
-    out[j] = sum;
-  }
+}
+__m256 fp16_lo(__m256i v) { return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(v)); }
+__m256 fp16_hi(__m256i v) { return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(v, 16))); }
+
+// The float steps that the row dot and the tile share, per group of (up to) 8 blocks: the
+// blocks' exact integer sums (lane k: block k; 0 past the row's last block) converted together
+// and multiplied by d_w d_a in one FMA; formats with a min add m_w s_a likewise. The result:
+// the sum of acc's lanes, plus acc_m's.
+struct GroupScales {
+  __m256 d, m;  // the weights' d and m (formats with a min)
+};
+template <class T>
+void group_step(__m256i isum, const GroupScales& w, __m256 a_d, __m256 a_s, __m256& acc, __m256& acc_m) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w.d, a_d), acc);
+  if constexpr (T::kMin) acc_m = _mm256_fmadd_ps(w.m, a_s, acc_m);
+}
+template <class T, bool kFull>
+GroupScales weight_scales(const uint8_t* wb, int kb) {
+  const __m256i v = gather8_u32<kFull>(wb, T::kW, kb);
+  return {fp16_lo(v), T::kMin ? fp16_hi(v) : _mm256_setzero_ps()};
+}
+template <class T>
+float finish(__m256 acc, __m256 acc_m) {
+  return T::kMin ? hsum(acc) + hsum(acc_m) : hsum(acc);
+}
+
+// The row dot (decode): per group the blocks unpacked and dotted one by one (the sign trick
+// for signed weights), reduced with horizontal adds.
+template <class T, bool kFull>
+void dot_group(const uint8_t* wb, const uint8_t* ab, int kb, __m256& acc, __m256& acc_m) {
+  __m256i v[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) v[k] = kFull || k < kb ? block_dot<T>(T::unpack(wb + k * T::kW), ab + k * T::kA) : _mm256_setzero_si256();
+  const __m256i a = gather8_u32<kFull>(ab, T::kA, kb);
+  group_step<T>(reduce8(v), weight_scales<T, kFull>(wb, kb), fp16_lo(a), fp16_hi(a), acc, acc_m);
 }
 
 template <class T>
 float dot_blocks32(int64_t n, const uint8_t* w, const uint8_t* a) {
-  float out;
-  tile_blocks32<T, 1>(n, w, a, 0, &out);
-  return out;
+  const int64_t nb = n / 32;
+  __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) dot_group<T, true>(w + b * T::kW, a + b * T::kA, 8, acc, acc_m);
+  if (b < nb) dot_group<T, false>(w + b * T::kW, a + b * T::kA, static_cast<int>(nb - b), acc, acc_m);
+  return finish<T>(acc, acc_m);
+}
+
+// The tile's activations, laid out once per call for all its rows: per token and group of 8
+// blocks, the 8 blocks' int8 transposed by 32-bit words (vector i, lane k: elements 4i..4i+3 of
+// block k; zeros past the last block), so that 8 vpdpbusd against the weights transposed alike
+// leave block k's dot in lane k with no horizontal reduction; the blocks' sums times 2^kShift
+// (signed-weight formats), and their d (and Q8_1's s) as floats.
+struct alignas(32) Lanes8 {
+  uint32_t v[8];
+};
+struct TileActs {
+  std::vector<Lanes8> x;     // [n_act][n_groups][8]
+  std::vector<Lanes8> corr;  // [n_act][n_groups]
+  std::vector<Lanes8> d, s;  // [n_act][n_groups] floats
+};
+__m256i load_lanes(const Lanes8& l) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(l.v)); }
+void store_lanes(Lanes8& l, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(l.v), v); }
+
+template <class T>
+void lay_out_acts(int64_t nb, const uint8_t* act, int64_t as, int n_act, TileActs& t) {
+  const int64_t n_groups = (nb + 7) / 8;
+  const auto size = static_cast<size_t>(n_act * n_groups);
+  if (t.d.size() < size) {
+    t.x.resize(8 * size);
+    t.corr.resize(size);
+    t.d.resize(size);
+    t.s.resize(size);
+  }
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int j = 0; j < n_act; ++j) {
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const int kb = static_cast<int>(std::min<int64_t>(8, nb - 8 * g));
+      const uint8_t* ab = act + j * as + 8 * g * T::kA;
+      const size_t i = static_cast<size_t>(j * n_groups + g);
+      __m256i v[8];
+      for (int k = 0; k < 8; ++k) v[k] = k < kb ? load256(ab + k * T::kA + kActQs<T>) : _mm256_setzero_si256();
+      transpose8(v);
+      __m256i sum = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k) {
+        store_lanes(t.x[8 * i + static_cast<size_t>(k)], v[k]);
+        if constexpr (T::kShift >= 0) sum = _mm256_dpbusd_epi32(sum, ones, v[k]);
+      }
+      if constexpr (T::kShift >= 0) store_lanes(t.corr[i], _mm256_slli_epi32(sum, T::kShift));
+      const __m256i ds = kb == 8 ? gather8_u32<true>(ab, T::kA, 8) : gather8_u32<false>(ab, T::kA, kb);
+      store_lanes(t.d[i], _mm256_castps_si256(fp16_lo(ds)));
+      if constexpr (T::kMin) store_lanes(t.s[i], _mm256_castps_si256(fp16_hi(ds)));
+    }
+  }
+}
+
+// One group of the tile: the weight row's codes transposed once, then per token 8 vpdpbusd (two
+// chains) from its laid-out activations, and the d step of group_step (the min step follows in
+// tile_rows).
+template <class T, int N, bool kFull>
+void tile_group(const uint8_t* wb, int kb, const TileActs& t, size_t i0, size_t n_groups, __m256 (&acc)[N]) {
+  __m256i c[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) c[k] = kFull || k < kb ? T::codes(wb + k * T::kW) : _mm256_setzero_si256();
+  transpose8(c);
+  const __m256 wd = weight_scales<T, kFull>(wb, kb).d;
+#pragma GCC unroll 16
+  for (int j = 0; j < N; ++j) {
+    const size_t i = static_cast<size_t>(j) * n_groups + i0;
+    const Lanes8* x = t.x.data() + 8 * i;
+    __m256i s0 = T::kShift >= 0 ? _mm256_sub_epi32(_mm256_setzero_si256(), load_lanes(t.corr[i])) : _mm256_setzero_si256();
+    __m256i s1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int k = 0; k < 8; k += 2) {
+      s0 = _mm256_dpbusd_epi32(s0, c[k], load_lanes(x[k]));
+      s1 = _mm256_dpbusd_epi32(s1, c[k + 1], load_lanes(x[k + 1]));
+    }
+    const __m256 a_d = _mm256_castsi256_ps(load_lanes(t.d[i]));
+    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), _mm256_mul_ps(wd, a_d), acc[j]);
+  }
+}
+
+// Rows against N tokens. Formats with a min take the m_w s_a steps in a second pass over the
+// groups, after the d sums are reduced (fewer live registers; each accumulator sees the same
+// steps in the same order as in the row dot, so the sums are the same).
+template <class T, int N>
+void tile_rows(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act, int64_t as, float* y,
+               int64_t ys) {
+  const int64_t nb = n / 32;
+  const auto n_groups = static_cast<size_t>((nb + 7) / 8);
+  const auto n_full = static_cast<size_t>(nb / 8);
+  thread_local TileActs t;
+  lay_out_acts<T>(nb, act, as, N, t);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w + r * w_row_bytes;
+    const int kb_last = static_cast<int>(nb - 8 * static_cast<int64_t>(n_full));
+    __m256 acc[N];
+    for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+    for (size_t g = 0; g < n_full; ++g) tile_group<T, N, true>(row + 8 * g * T::kW, 8, t, g, n_groups, acc);
+    if (n_full < n_groups) tile_group<T, N, false>(row + 8 * n_full * T::kW, kb_last, t, n_full, n_groups, acc);
+    float sum_d[N];
+    for (int j = 0; j < N; ++j) sum_d[j] = hsum(acc[j]);
+    if constexpr (T::kMin) {
+      for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+      for (size_t g = 0; g < n_groups; ++g) {
+        const uint8_t* wb = row + 8 * g * T::kW;
+        const __m256 wm = g < n_full ? weight_scales<T, true>(wb, 8).m : weight_scales<T, false>(wb, kb_last).m;
+        for (int j = 0; j < N; ++j) {
+          acc[j] = _mm256_fmadd_ps(wm, _mm256_castsi256_ps(load_lanes(t.s[static_cast<size_t>(j) * n_groups + g])), acc[j]);
+        }
+      }
+      for (int j = 0; j < N; ++j) y[j * ys + r] = sum_d[j] + hsum(acc[j]);
+    } else {
+      for (int j = 0; j < N; ++j) y[j * ys + r] = sum_d[j];
+    }
+  }
 }
 
 template <class T>
-void tile_of(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, int n_act, float* out) {
+void tile_of(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act, int64_t as, int n_act,
+             float* y, int64_t ys) {
   switch (n_act) {
-    case 1: tile_blocks32<T, 1>(n, w, a, as, out); break;
-    case 2: tile_blocks32<T, 2>(n, w, a, as, out); break;
-    case 3: tile_blocks32<T, 3>(n, w, a, as, out); break;
-    default: tile_blocks32<T, 4>(n, w, a, as, out); break;
+    case 1: tile_rows<T, 1>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 2: tile_rows<T, 2>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 3: tile_rows<T, 3>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 4: tile_rows<T, 4>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 5: tile_rows<T, 5>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 6: tile_rows<T, 6>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 7: tile_rows<T, 7>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 8: tile_rows<T, 8>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 9: tile_rows<T, 9>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 10: tile_rows<T, 10>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 11: tile_rows<T, 11>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 12: tile_rows<T, 12>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 13: tile_rows<T, 13>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 14: tile_rows<T, 14>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    case 15: tile_rows<T, 15>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
+    default: tile_rows<T, 16>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
   }
 }
 

@@ -166,18 +166,25 @@ std::optional<QuantActFormat> quant_act_format(GgmlType weight_type) {
 
 void matmul_quant_rows(const CpuWeight& w, const uint8_t* act, int64_t act_row_bytes, int64_t n_tokens,
                        float* y, int64_t r0, int64_t r1, QuantDotFn dot, QuantTileFn tile) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.raw.data() + r * w.row_bytes;
-    int64_t t = 0;
-    if (tile != nullptr && n_tokens > 1) {
-      for (; t < n_tokens; t += kQuantTileTokens) {
-        const int n_act = static_cast<int>(std::min<int64_t>(kQuantTileTokens, n_tokens - t));
-        float out[kQuantTileTokens];
-        tile(w.n_cols, row, act + t * act_row_bytes, act_row_bytes, n_act, out);
-        for (int j = 0; j < n_act; ++j) y[(t + j) * w.n_rows + r] = out[j];
-      }
+  if (tile == nullptr || n_tokens == 1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = w.raw.data() + r * w.row_bytes;
+      for (int64_t t = 0; t < n_tokens; ++t) y[t * w.n_rows + r] = dot(w.n_cols, row, act + t * act_row_bytes);
     }
-    for (; t < n_tokens; ++t) y[t * w.n_rows + r] = dot(w.n_cols, row, act + t * act_row_bytes);
+    return;
+  }
+  // Rows in blocks of about kTileRowBytes of weights, each block against every token tile in
+  // turn: the block stays in L2 for all tiles, and a tile's activation rows stay in L1 for all
+  // rows of the block.
+  constexpr int64_t kTileRowBytes = 256 * 1024;
+  const int64_t rows_per_block = std::max<int64_t>(1, kTileRowBytes / w.row_bytes);
+  for (int64_t rb = r0; rb < r1; rb += rows_per_block) {
+    const int64_t n_rows = std::min(r1, rb + rows_per_block) - rb;
+    for (int64_t t = 0; t < n_tokens; t += kQuantTileTokens) {
+      const int n_act = static_cast<int>(std::min<int64_t>(kQuantTileTokens, n_tokens - t));
+      tile(w.n_cols, w.raw.data() + rb * w.row_bytes, w.row_bytes, n_rows, act + t * act_row_bytes, act_row_bytes, n_act,
+           y + t * w.n_rows + rb, w.n_rows);
+    }
   }
 }
 

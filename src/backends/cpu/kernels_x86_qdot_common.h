@@ -365,14 +365,24 @@ void tile_iq4_xs(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, floa
 }
 
 
-// The QuantTileFn of a tile kernel: n_act dispatched to its N.
+// The QuantTileFn of a one-row tile kernel of up to 4 tokens: row after row, n_act in runs of
+// 4, each dispatched to its N.
 template <template <int> class K>
-void tile_k(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, int n_act, float* out) {
-  switch (n_act) {
-    case 1: K<1>::run(n, w, a, as, out); break;
-    case 2: K<2>::run(n, w, a, as, out); break;
-    case 3: K<3>::run(n, w, a, as, out); break;
-    default: K<4>::run(n, w, a, as, out); break;
+void tile_k(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act, int64_t act_row_bytes,
+            int n_act, float* y, int64_t y_stride) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w + r * w_row_bytes;
+    for (int j = 0; j < n_act; j += 4) {
+      const uint8_t* a = act + j * act_row_bytes;
+      float out[4];
+      switch (n_act - j) {
+        case 1: K<1>::run(n, row, a, act_row_bytes, out); break;
+        case 2: K<2>::run(n, row, a, act_row_bytes, out); break;
+        case 3: K<3>::run(n, row, a, act_row_bytes, out); break;
+        default: K<4>::run(n, row, a, act_row_bytes, out); break;
+      }
+      for (int i = 0; i < 4 && j + i < n_act; ++i) y[(j + i) * y_stride + r] = out[i];
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cmath>
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "gguf/types.h"
 #include "quant/q8_0.h"
 #include "quant/q8_k.h"
+#include "quant/test_util.h"
 #include "quant/quant.h"
 
 namespace bitnet::cpu {
@@ -134,11 +136,29 @@ TEST_P(QuantDotMatchesTwin, ShortRowsOfThe32ElementFormats) {
   }
 }
 
-// A set's prefill tile (KernelSet::quant_tile) gives each token what its quant_dot gives, bit
-// for bit: 1 to kQuantTileTokens activation rows, several widths, extreme inputs.
+// Activation blocks of random bytes with finite scales: every int8 value but -128, which ggml's
+// quantizers never write and the row dots' sign trick (|w| times x with w's sign) cannot negate;
+// Q8_1's s (which quant::testing::random_blocks leaves random) set to its d.
+std::vector<uint8_t> random_act_blocks(GgmlType type, int64_t n, std::mt19937& rng) {
+  std::vector<uint8_t> q = quant::testing::random_blocks(type, n, rng);
+  const size_t block_bytes = type == GgmlType::kQ8_1 ? 36 : 34;
+  const size_t qs = block_bytes - 32;
+  for (size_t b = 0; b < q.size(); b += block_bytes) {
+    if (type == GgmlType::kQ8_1) std::copy_n(q.begin() + static_cast<std::ptrdiff_t>(b), 2, q.begin() + static_cast<std::ptrdiff_t>(b + 2));
+    for (size_t i = b + qs; i < b + block_bytes; ++i) q[i] = q[i] == 0x80 ? 0x81 : q[i];
+  }
+  return q;
+}
+
+// A set's prefill tile (KernelSet::quant_tile) gives each (row, token) what its quant_dot gives,
+// bit for bit: 1 and 3 weight rows against 1 to kQuantTileTokens activation rows, several widths
+// (for the 32-element formats: a group of 8 blocks and a short one, and no full group), extreme
+// inputs, and for the 32-element formats blocks of random bytes (codes at every value,
+// activations at every value but -128).
 TEST_P(QuantDotMatchesTwin, TilesEqualTheRowDot) {
   if (set().quant_tile == nullptr) GTEST_SKIP() << set().name << " has no prefill tiles";
   std::mt19937 rng(13);
+  constexpr int kRows = 3;
   int tiled = 0;
   for (GgmlType type : dot_types()) {
     const QuantTileFn tile = set().quant_tile(type);
@@ -146,22 +166,32 @@ TEST_P(QuantDotMatchesTwin, TilesEqualTheRowDot) {
     ++tiled;
     const GgmlType act_type = *quant::vec_dot_type(type);
     const bool k_quant = ggml_type_traits(static_cast<uint32_t>(type))->block_elems == 256;
-    for (int64_t n : k_quant ? std::vector<int64_t>{256, 768, 2560} : std::vector<int64_t>{32, 96, 576, 2560}) {
-      for (int kind = 0; kind < 4; ++kind) {
+    for (int64_t n : k_quant ? std::vector<int64_t>{256, 768, 2560} : std::vector<int64_t>{32, 96, 256, 288, 576, 2560}) {
+      for (int kind = 0; kind < (k_quant ? 4 : 5); ++kind) {
         SCOPED_TRACE(std::string(ggml_type_name(type)) + " n=" + std::to_string(n) + " kind " + std::to_string(kind));
-        const auto w = weights(type, kind, n, rng);
+        std::vector<uint8_t> w;
+        for (int r = 0; r < kRows; ++r) {
+          const auto row = kind == 4 ? quant::testing::random_blocks(type, n, rng) : weights(type, (kind + r) % 4, n, rng);
+          w.insert(w.end(), row.begin(), row.end());
+        }
+        const int64_t w_row_bytes = static_cast<int64_t>(w.size()) / kRows;
         std::vector<uint8_t> act;
         for (int j = 0; j < kQuantTileTokens; ++j) {
-          const auto a = quantized(act_type, inputs((kind + j) % 4, n, rng));
+          const auto a = kind == 4 ? random_act_blocks(act_type, n, rng) : quantized(act_type, inputs((kind + j) % 4, n, rng));
           act.insert(act.end(), a.begin(), a.end());
         }
         const int64_t row_bytes = static_cast<int64_t>(act.size()) / kQuantTileTokens;
-        for (int n_act = 1; n_act <= kQuantTileTokens; ++n_act) {
-          float out[kQuantTileTokens] = {};
-          tile(n, w.data(), act.data(), row_bytes, n_act, out);
-          for (int j = 0; j < n_act; ++j) {
-            const float want = set().quant_dot(type)(n, w.data(), act.data() + j * row_bytes);
-            EXPECT_EQ(std::bit_cast<uint32_t>(out[j]), std::bit_cast<uint32_t>(want)) << "token " << j << " of " << n_act;
+        for (int n_rows : {1, kRows}) {
+          for (int n_act = 1; n_act <= kQuantTileTokens; ++n_act) {
+            float out[kRows * kQuantTileTokens] = {};
+            tile(n, w.data(), w_row_bytes, n_rows, act.data(), row_bytes, n_act, out, n_rows);
+            for (int r = 0; r < n_rows; ++r) {
+              for (int j = 0; j < n_act; ++j) {
+                const float want = set().quant_dot(type)(n, w.data() + r * w_row_bytes, act.data() + j * row_bytes);
+                EXPECT_EQ(std::bit_cast<uint32_t>(out[j * n_rows + r]), std::bit_cast<uint32_t>(want))
+                    << "row " << r << " of " << n_rows << ", token " << j << " of " << n_act;
+              }
+            }
           }
         }
       }
