@@ -1,6 +1,7 @@
 // The chat page served at "/": plain HTML and JavaScript, no build step, no external files.
 // It streams /v1/chat/completions (server-sent events), keeps the conversation, and shows the
-// decode speed of each reply. `/?prompt=TEXT` sends TEXT on load (the headless browser test).
+// decode speed of each reply. `/?prompt=TEXT` sends TEXT on load (the headless browser test);
+// `&max_tokens=N` bounds the replies.
 #include "server/web_ui.h"
 
 namespace bitnet::server {
@@ -41,6 +42,7 @@ const log = document.getElementById('log');
 const input = document.getElementById('input');
 const messages = [];
 let busy = false;
+const maxTokens = parseInt(new URLSearchParams(location.search).get('max_tokens') || '0', 10);
 // With `bitnet serve --api-key`, the page asks for the key once and keeps it in this browser.
 function headers() {
   const h = {'Content-Type': 'application/json'};
@@ -77,7 +79,8 @@ async function send(text) {
   try {
     const request = () => fetch('/v1/chat/completions', {
       method: 'POST', headers: headers(),
-      body: JSON.stringify({messages, stream: true, stream_options: {include_usage: true}})});
+      body: JSON.stringify(Object.assign({messages, stream: true, stream_options: {include_usage: true}},
+                                         maxTokens ? {max_tokens: maxTokens} : {}))});
     let res = await request();
     if (res.status === 401) {
       const key = window.prompt('API key');
@@ -132,7 +135,8 @@ input.addEventListener('keydown', e => {
   if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); document.getElementById('send').click(); }
 });
 document.getElementById('reset').addEventListener('click', () => { messages.length = 0; log.textContent = ''; });
-const preset = new URLSearchParams(location.search).get('prompt');
+const params = new URLSearchParams(location.search);
+const preset = params.get('prompt');
 if (preset) send(preset);
 </script>
 </body>

@@ -156,5 +156,37 @@ TEST(Deploy, TwoReplicasBehindNginxStreamCompletions) {
   fs::remove_all(dir, ec);
 }
 
+// A real chat model through bitnet serve: SmolLM2's own template (from its GGUF) renders the
+// messages, and greedy decoding gives llama.cpp's answer (../shared/golden/README.md).
+TEST(ServeE2e, SmolLm2ChatCompletionAnswersParis) {
+  const fs::path model = fs::path(BITNET_SHARED_DIR) / "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!fs::exists(model)) GTEST_SKIP() << "missing test data: " << model;
+  const fs::path dir = fs::temp_directory_path() / ("bitnet-serve-e2e-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const int port = free_port();
+  {
+    Child server({BITNET_CLI_PATH, "serve", "-m", model.string(), "--port", std::to_string(port), "-c", "2048"},
+                 dir / "serve.log");
+    ASSERT_TRUE(server.started());
+    ASSERT_TRUE(wait_healthy(port)) << "the server did not come up";
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    const json req = {{"messages", json::array({{{"role", "system"}, {"content", "You are a helpful AI assistant named SmolLM, trained by Hugging Face"}},
+                                                {{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}})},
+                      {"temperature", 0},
+                      {"max_tokens", 32}};
+    auto r = c.Post("/v1/chat/completions", req.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    EXPECT_EQ(j["choices"][0]["message"]["content"], "The capital of France is Paris.");
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+    // The prompt: llama.cpp fed 42 tokens for this conversation (smollm2-chat.logits.txt).
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 42);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace bitnet
