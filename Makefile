@@ -13,7 +13,7 @@ N_PREDICT ?= 100
 APT_PACKAGES := build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev \
 	libcli11-dev libcpp-httplib-dev libicu-dev libssl-dev libgtest-dev libgmock-dev python3 python3-numpy python3-jinja2 \
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
-	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools libbenchmark-dev chromium nginx
+	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools libbenchmark-dev chromium nginx python3-venv
 # Arm64: Debian's cross compiler and multiarch libraries; the tests run under qemu-user.
 CROSS_PACKAGES := g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
 	libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64 libssl-dev:arm64
@@ -21,7 +21,7 @@ ARM64_BUILD_DIR ?= build-arm64
 # Emulated Arm64 CPUs: "max" has dotprod and i8mm, "cortex-a72" plain NEON.
 ARM64_CPUS ?= max cortex-a72
 
-.PHONY: all deps deps-arm64 build build-arm64 run test test-host test-arm64 clean
+.PHONY: all deps deps-arm64 build build-arm64 run test test-host test-arm64 pyenv clean
 
 all: build
 
@@ -68,7 +68,17 @@ run: build
 # lavapipe wants a runtime directory; PoCL and lavapipe both run on the CPU here.
 test: test-host test-arm64
 
-test-host: build
+# A Python environment for the tests that drive the server with PyPI clients (openai); best
+# effort: without network access pip fails and those tests report skipped.
+PYENV := $(BUILD_DIR)/pyenv
+pyenv:
+	@if [ ! -x $(PYENV)/bin/python ]; then \
+	  /usr/bin/python3 -m venv $(PYENV) && \
+	  ($(PYENV)/bin/pip install -q --disable-pip-version-check openai || \
+	   echo "warning: pip could not install openai (no access to PyPI?): openai_client_test will be skipped" >&2); \
+	fi
+
+test-host: build pyenv
 	cd $(BUILD_DIR) && XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp} ctest --output-on-failure -j $(JOBS) --timeout 1200
 
 test-arm64: build-arm64
