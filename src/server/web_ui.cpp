@@ -1,7 +1,8 @@
 // The chat page served at "/": plain HTML and JavaScript, no build step, no external files.
 // It streams /v1/chat/completions (server-sent events), keeps the conversation, and shows the
-// decode speed of each reply. `/?prompt=TEXT` sends TEXT on load (the headless browser test);
-// `&max_tokens=N` bounds the replies.
+// decode speed of each reply. `/?prompt=TEXT` sends TEXT on load; `&max_tokens=N` bounds the
+// replies; `&sync=1` sends it without streaming, before the page finishes loading (the
+// headless browser test: the DOM it dumps then holds the reply).
 #include "server/web_ui.h"
 
 namespace bitnet::server {
@@ -135,9 +136,37 @@ input.addEventListener('keydown', e => {
   if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); document.getElementById('send').click(); }
 });
 document.getElementById('reset').addEventListener('click', () => { messages.length = 0; log.textContent = ''; });
+// One request without streaming, synchronous, so the page's load waits for the reply: what a
+// headless browser needs to see it in one go (`/?prompt=TEXT&sync=1`).
+function send_sync(text) {
+  messages.push({role: 'user', content: text});
+  add('user', text);
+  const out = add('assistant', '');
+  const body = document.createElement('span');
+  body.className = 'reply';
+  out.appendChild(body);
+  const xhr = new XMLHttpRequest();
+  xhr.open('POST', '/v1/chat/completions', false);
+  for (const [k, v] of Object.entries(headers())) xhr.setRequestHeader(k, v);
+  xhr.send(JSON.stringify(Object.assign({messages}, maxTokens ? {max_tokens: maxTokens} : {})));
+  const j = JSON.parse(xhr.responseText);
+  if (xhr.status !== 200) {
+    out.classList.add('error');
+    body.textContent = 'error: ' + j.error.message;
+    return;
+  }
+  body.textContent = j.choices[0].message.content;
+  messages.push({role: 'assistant', content: body.textContent});
+  const stats = document.createElement('div');
+  stats.className = 'stats';
+  stats.textContent = j.usage.completion_tokens + ' tokens, ' + j.timings.predicted_per_second.toFixed(1) + ' tokens/s';
+  out.appendChild(stats);
+}
+
 const params = new URLSearchParams(location.search);
 const preset = params.get('prompt');
-if (preset) send(preset);
+if (preset && params.get('sync')) send_sync(preset);
+else if (preset) send(preset);
 </script>
 </body>
 </html>

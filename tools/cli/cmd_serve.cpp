@@ -78,6 +78,9 @@ void add_serve_command(CLI::App& app, Runner& runner) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /health, /metrics, ...)");
   add_model_flags(*cmd, flags->model);
+  // For the server -c is the KV pool all requests share; it writes no receipt.
+  cmd->get_option("-c")->description("KV cache positions shared by all requests (blocks of 16); 0 = the model's context (default: 0) [0, 1048576]");
+  cmd->remove_option(cmd->get_option("--receipt"));
   server::ServerOptions& s = flags->server;
   cmd->add_option("--host", s.host, "address to listen on (default: 127.0.0.1; 0.0.0.0 exposes the server to the network)");
   add_number(*cmd, "--port", s.port, 0, 65535, "port; 0 = any free port (default: 8080)");
