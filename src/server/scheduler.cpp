@@ -101,15 +101,9 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
 
 void Scheduler::finish(Running& r, Result<GenerationResult> result) {
   r.done = true;
-  if (result.ok()) {
-    result->prompt_seconds = r.t_first.time_since_epoch().count() > 0
-                                 ? std::chrono::duration<double>(r.t_first - r.t_start).count()
-                                 : seconds_since(r.t_start);
-    result->generation_seconds = r.t_first.time_since_epoch().count() > 0 ? seconds_since(r.t_first) : 0.0;
-    metrics_.record(*result);
-  }
   // A finished sequence stays cached for the next prompt that starts the same way; one whose
-  // client went away (or that failed) gives its blocks back at once.
+  // client went away (or that failed) gives its blocks back at once. The pool is counted
+  // before the request is, so /metrics never shows the request done and its blocks held.
   if (result.ok() && result->finish_reason != "cancelled") {
     cached_.push_front(r.seq);
     while (cached_.size() > opt_.cached_sequences) evict_one();
@@ -117,6 +111,13 @@ void Scheduler::finish(Running& r, Result<GenerationResult> result) {
     engine_.close_sequence(r.seq);
   }
   metrics_.kv_used = engine_.n_ctx() - engine_.free_kv_positions();
+  if (result.ok()) {
+    result->prompt_seconds = r.t_first.time_since_epoch().count() > 0
+                                 ? std::chrono::duration<double>(r.t_first - r.t_start).count()
+                                 : seconds_since(r.t_start);
+    result->generation_seconds = r.t_first.time_since_epoch().count() > 0 ? seconds_since(r.t_first) : 0.0;
+    metrics_.record(*result);
+  }
   r.job->done.set_value(std::move(result));
 }
 
