@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "chat/jinja.h"
+#include "model/tokenizer/unicode.h"
 
 namespace bitnet::chat::jinja {
 
@@ -44,24 +45,6 @@ bool one_of(std::string_view s, std::initializer_list<const char*> names) {
 bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 class Lexer {
  public:
@@ -281,14 +264,14 @@ class Lexer {
         case 'U': {
           BITNET_ASSIGN_OR_RETURN(const uint32_t cp, hex(e == 'x' ? 2 : e == 'u' ? 4 : 8));
           if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return error("escape outside Unicode in string");
-          append_utf8(cp, out);
+          tok::append_utf8(out, cp);
           break;
         }
         default:
           if (e >= '0' && e <= '7') {  // octal, up to 3 digits
             uint32_t v = static_cast<uint32_t>(e - '0');
             for (int k = 0; k < 2 && n < rest.size() && rest[n] >= '0' && rest[n] <= '7'; ++k) v = v * 8 + static_cast<uint32_t>(rest[n++] - '0');
-            append_utf8(v, out);
+            tok::append_utf8(out, v);
           } else if (e == 'N') {
             return error("\\N{...} escapes are not supported");
           } else {

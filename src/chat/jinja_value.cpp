@@ -8,6 +8,8 @@
 #include <unicode/uchar.h>
 #include <unicode/ustring.h>
 
+#include "model/tokenizer/unicode.h"
+
 namespace bitnet::chat::jinja {
 
 namespace {
@@ -350,21 +352,7 @@ std::string convert_case(std::string_view s, Case c) {
     if (cp >= 0xD800 && cp < 0xDC00 && k + 1 < len) {
       cp = 0x10000 + ((cp - 0xD800) << 10) + (mapped[static_cast<size_t>(++k)] - 0xDC00u);
     }
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    tok::append_utf8(out, cp);
   }
   return out;
 }
