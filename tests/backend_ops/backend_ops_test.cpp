@@ -210,82 +210,62 @@ OpCase embed_case(GgmlType type, int64_t n_cols) {
   return c;
 }
 
+// x: n columns embedded from a 64-row table, then one op with a one-row weight of m columns,
+// writing x in place or a new activation y; one step of nt tokens. `make_op(dst, x, w)`.
+OpCase row_weight_case(std::string name, int64_t n, int64_t m, int64_t nt, bool in_place,
+                       std::function<hal::Op(ActId dst, ActId x, hal::WeightId w)> make_op) {
+  auto w = std::make_shared<std::array<hal::WeightId, 2>>();
+  OpCase c;
+  c.name = std::move(name);
+  c.make_weights = [=](Weights& ws, std::mt19937& rng) {
+    (*w)[0] = ws.add_f32(n, 64, rng);
+    (*w)[1] = ws.add_f32(m, 1, rng);
+  };
+  c.graph = [=](int64_t pos0, int64_t t) {
+    GraphMaker g;
+    g.g.n_tokens = t;
+    g.g.pos0 = pos0;
+    const ActId x = g.act(t, n);
+    const ActId dst = in_place ? x : g.act(t, n);
+    g.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
+    g.op(make_op(dst, x, (*w)[1]));
+    g.g.logits = dst;
+    return g.g;
+  };
+  c.steps = {nt};
+  return c;
+}
+
 std::vector<OpCase> make_cases() {
   std::vector<OpCase> cases;
   // Input tables hold 64 rows: token t selects row t.
   for (int64_t n : {64, 256, 1000}) {
     for (int64_t nt : {1, 7}) {
-      auto w = std::make_shared<std::array<hal::WeightId, 2>>();
-      OpCase c;
-      c.name = "rms_norm_" + std::to_string(n) + "x" + std::to_string(nt);
-      c.make_weights = [n, w](Weights& ws, std::mt19937& rng) {
-        (*w)[0] = ws.add_f32(n, 64, rng);
-        (*w)[1] = ws.add_f32(n, 1, rng);
-      };
-      c.graph = [n, w](int64_t pos0, int64_t t) {
-        GraphMaker m;
-        m.g.n_tokens = t;
-        m.g.pos0 = pos0;
-        const ActId x = m.act(t, n), y = m.act(t, n);
-        m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
-        m.op({.kind = OpKind::kRmsNorm, .dst = y, .a = x, .w = (*w)[1], .eps = 1e-5f});
-        m.g.logits = y;
-        return m.g;
-      };
-      c.steps = {nt};
-      cases.push_back(c);
+      cases.push_back(row_weight_case("rms_norm_" + std::to_string(n) + "x" + std::to_string(nt), n, n, nt, false,
+                                      [](ActId dst, ActId x, hal::WeightId w) {
+                                        return hal::Op{.kind = OpKind::kRmsNorm, .dst = dst, .a = x, .w = w, .eps = 1e-5f};
+                                      }));
     }
   }
   // qwen3's q/k norms: each head slice of a row normalized on its own, in place.
   for (const auto& pair : {std::pair<int32_t, int64_t>{4, 96}, {2, 128}, {5, 64}}) {
-    // Locals, not structured bindings: clang 14 does not capture bindings in lambdas.
-    const auto n_head = pair.first;
-    const auto head_dim = pair.second;
+    const int32_t n_head = pair.first;
+    const int64_t head_dim = pair.second;
     for (int64_t nt : {1, 7}) {
-      auto w = std::make_shared<std::array<hal::WeightId, 2>>();
-      const int64_t n = n_head * head_dim;
-      OpCase c;
-      c.name = "head_norm_" + std::to_string(n_head) + "x" + std::to_string(head_dim) + "_t" + std::to_string(nt);
-      c.make_weights = [=](Weights& ws, std::mt19937& rng) {
-        (*w)[0] = ws.add_f32(n, 64, rng);
-        (*w)[1] = ws.add_f32(head_dim, 1, rng);
-      };
-      c.graph = [=](int64_t pos0, int64_t t) {
-        GraphMaker m;
-        m.g.n_tokens = t;
-        m.g.pos0 = pos0;
-        const ActId x = m.act(t, n);
-        m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
-        m.op({.kind = OpKind::kRmsNorm, .dst = x, .a = x, .w = (*w)[1], .n_head = n_head, .eps = 1e-6f});
-        m.g.logits = x;
-        return m.g;
-      };
-      c.steps = {nt};
-      cases.push_back(c);
+      cases.push_back(row_weight_case(
+          "head_norm_" + std::to_string(n_head) + "x" + std::to_string(head_dim) + "_t" + std::to_string(nt),
+          n_head * head_dim, head_dim, nt, true, [n_head](ActId dst, ActId x, hal::WeightId w) {
+            return hal::Op{.kind = OpKind::kRmsNorm, .dst = dst, .a = x, .w = w, .n_head = n_head, .eps = 1e-6f};
+          }));
     }
   }
   // Linear biases (qwen2): one row added to every token's row.
   for (int64_t n : {64, 1000}) {
     for (int64_t nt : {1, 7}) {
-      auto w = std::make_shared<std::array<hal::WeightId, 2>>();
-      OpCase c;
-      c.name = "bias_" + std::to_string(n) + "_t" + std::to_string(nt);
-      c.make_weights = [=](Weights& ws, std::mt19937& rng) {
-        (*w)[0] = ws.add_f32(n, 64, rng);
-        (*w)[1] = ws.add_f32(n, 1, rng);
-      };
-      c.graph = [=](int64_t pos0, int64_t t) {
-        GraphMaker m;
-        m.g.n_tokens = t;
-        m.g.pos0 = pos0;
-        const ActId x = m.act(t, n);
-        m.op({.kind = OpKind::kEmbed, .dst = x, .w = (*w)[0]});
-        m.op({.kind = OpKind::kBias, .dst = x, .w = (*w)[1]});
-        m.g.logits = x;
-        return m.g;
-      };
-      c.steps = {nt};
-      cases.push_back(c);
+      cases.push_back(row_weight_case("bias_" + std::to_string(n) + "_t" + std::to_string(nt), n, n, nt, true,
+                                      [](ActId dst, ActId, hal::WeightId w) {
+                                        return hal::Op{.kind = OpKind::kBias, .dst = dst, .w = w};
+                                      }));
     }
   }
   for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
