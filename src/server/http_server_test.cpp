@@ -52,6 +52,20 @@ class Server : public testing::Test {
     if (thread_.joinable()) thread_.join();
     http_.reset();
   }
+  // A plain TCP connection to the server (no HTTP client in between); -1 when it fails.
+  int connect_raw() const {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
   httplib::Client client() {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(60, 0);
@@ -194,13 +208,8 @@ TEST_F(Server, AClientThatGoesAwayStopsItsGeneration) {
   start({}, true, /*n_ctx=*/4096);
   {
     // A raw client: sends a streaming request, reads the first bytes of the answer, hangs up.
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = connect_raw();
     ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
     const std::string body = R"({"prompt":"Once upon a time","max_tokens":4000,"temperature":0,"stream":true})";
     const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -229,11 +238,6 @@ TEST_F(Server, AClientThatGoesAwayStopsItsGeneration) {
   EXPECT_EQ(r->status, 200);
 }
 
-}  // namespace
-}  // namespace bitnet::server
-
-namespace bitnet::server {
-namespace {
 
 TEST_F(Server, AFullQueueAnswers503WithRetryAfter) {
   ServerOptions o;
@@ -265,11 +269,6 @@ TEST_F(Server, AFullQueueAnswers503WithRetryAfter) {
   EXPECT_EQ(ok, 2);
 }
 
-}  // namespace
-}  // namespace bitnet::server
-
-namespace bitnet::server {
-namespace {
 
 std::string completion_text(httplib::Client& c, const std::string& prompt, int max_tokens) {
   const json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
@@ -325,11 +324,6 @@ TEST_F(Server, ASharedPrefixComesFromTheCache) {
   EXPECT_NE(m->body.find("bitnet_prefix_cache_hits_total 1"), std::string::npos) << m->body;
 }
 
-}  // namespace
-}  // namespace bitnet::server
-
-namespace bitnet::server {
-namespace {
 
 // Runs `command`, returning its standard output.
 std::string run_command(const std::string& command) {
@@ -381,11 +375,6 @@ TEST_F(Server, WebPageShowsAReplyInAHeadlessBrowser) {
   std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("bitnet-chromium-" + std::to_string(::getpid())), ec);
 }
 
-}  // namespace
-}  // namespace bitnet::server
-
-namespace bitnet::server {
-namespace {
 
 // A client that sends half a request and then nothing (slowloris) is cut off by the read
 // timeout; the server answers everyone else meanwhile and afterwards.
@@ -393,13 +382,8 @@ TEST_F(Server, ASlowClientIsCutOffByTheReadTimeout) {
   ServerOptions o;
   o.read_timeout_s = 1;
   start(o);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = connect_raw();
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port_));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   const std::string half = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"prompt\":";
   ASSERT_EQ(::send(fd, half.data(), half.size(), 0), static_cast<ssize_t>(half.size()));
   auto c = client();
