@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_util.h"
 #include "golden_util.h"
 
 namespace bitnet {
@@ -24,41 +25,11 @@ namespace fs = std::filesystem;
 const char* const kSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 const char* const kQuestion = "What is the capital of France? Answer in one sentence.";
 
-struct Output {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out;
-  std::string err;
-};
-
-fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("bitnet_chat_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs the CLI with `input` on stdin (arguments are shell words).
-Output run_cli(const std::string& args, const std::string& input = "") {
-  const fs::path in = temp_dir() / "stdin.txt", out = temp_dir() / "stdout.txt", err = temp_dir() / "stderr.txt";
-  std::ofstream(in, std::ios::binary) << input;
-  const std::string cmd = "timeout 300 " + std::string(BITNET_CLI_PATH) + " " + args + " <" + in.string() + " >" +
-                          out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  Output o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.out = slurp(out);
-  o.err = slurp(err);
-  return o;
-}
+using test::Output;
+using test::slurp;
+fs::path temp_dir() { return test::cli_temp_dir(); }
+// bitnet chat with a real model takes longer than the other commands.
+Output run_cli(const std::string& args, const std::string& input = "") { return test::run_cli(args, input, 300); }
 
 fs::path smollm() { return test::shared_dir() / "models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 

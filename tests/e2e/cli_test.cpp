@@ -18,18 +18,13 @@
 #include <nlohmann/json.hpp>
 
 #include "bitnet/devices.h"
+#include "cli_util.h"
 #include "golden_util.h"
 
 namespace bitnet {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Output {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out;
-  std::string err;
-};
 
 // The CPU device's id on this machine ("cpu-" and the best kernel set it runs), as the library's
 // probe names it.
@@ -39,33 +34,10 @@ std::string cpu_id() {
   return "cpu-?";
 }
 
-fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("bitnet_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Output run_cli(const std::string& args) {
-  const fs::path out = temp_dir() / "stdout.txt";
-  const fs::path err = temp_dir() / "stderr.txt";
-  const std::string cmd = "timeout 120 " + std::string(BITNET_CLI_PATH) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  Output o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.out = slurp(out);
-  o.err = slurp(err);
-  return o;
-}
+using test::Output;
+using test::run_cli;
+using test::slurp;
+fs::path temp_dir() { return test::cli_temp_dir(); }
 
 // A small synthetic model made by the CLI itself.
 fs::path synth(const std::string& name, const std::string& type) {
