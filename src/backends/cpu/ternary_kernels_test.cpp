@@ -167,6 +167,37 @@ TEST_P(TernaryMatchesTwin, WorstCaseSums) {
 
 INSTANTIATE_TEST_SUITE_P(Sets, TernaryMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
 
+// TQ rows whose blocks all share one scale keep one scale per row (the kernels' per-row path);
+// one differing block keeps the per-block scales. Both agree with the definition.
+TEST(TernaryScales, UniformBlockScalesCollapseToOnePerRow) {
+  std::mt19937 rng(5);
+  const int64_t n_cols = 1280, n_rows = 6;
+  const auto codes = test::random_codes(n_cols * n_rows, rng);
+  for (GgmlType type : {GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
+    for (bool uniform : {true, false}) {
+      std::vector<float> scales(static_cast<size_t>(n_rows * n_cols / 256));
+      for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.0078125f * static_cast<float>(1 + i / 5);  // per row
+      if (!uniform) scales[7] = 0.5f;  // row 1, block 2
+      const auto file = test::ternary_file(type, codes, scales, n_cols, n_rows);
+      for (const auto& [rows_per_group, layout] : {std::pair{1, TernaryLayout::k2Bit}, std::pair{4, TernaryLayout::k5Trit}}) {
+        const CpuWeight w = test::prepare(file, rows_per_group, layout);
+        EXPECT_EQ(w.ternary.scale_block, uniform ? n_cols : 256) << ggml_type_name(type);
+        const TestQ8 x(std::vector<int8_t>(static_cast<size_t>(n_cols), 3), {1.0f}, 1, n_cols);
+        std::vector<float> y(static_cast<size_t>(n_rows));
+        scalar::matmul_ternary(w, x.rows(), y.data(), 0, n_rows);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          double want = 0.0;
+          for (int64_t k = 0; k < n_cols; ++k) {
+            const int64_t i = r * n_cols + k;
+            want += (codes[static_cast<size_t>(i)] - 1.0) * 3.0 * scales[static_cast<size_t>(i / 256)];
+          }
+          EXPECT_NEAR(y[static_cast<size_t>(r)], want, 1e-4 * (1.0 + std::abs(want))) << "row " << r;
+        }
+      }
+    }
+  }
+}
+
 // The scalar twin itself against the definition, in double.
 class TwinMatchesDefinition : public testing::TestWithParam<GgmlType> {};
 

@@ -198,6 +198,28 @@ Status repack_t5_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_
   return {};
 }
 
+// A weight whose rows each hold one scale in every block (TQ1_0/TQ2_0 files made from a BitNet
+// checkpoint, which has one scale per tensor) keeps one scale per row, as I2_S does: the
+// kernels then sum a row's blocks in int32 and apply the scale once, which is the same value
+// up to float rounding (sum of (dot_b - sum_b) / s * scale over b, against (dot - sum) / s *
+// scale) and spares the per-block float update. Scales are compared bit for bit.
+void collapse_uniform_scales(int64_t n_cols, TernaryWeights& t) {
+  const int64_t n_blocks = n_cols / t.scale_block;
+  if (n_blocks == 1) return;
+  const int64_t n_rows = static_cast<int64_t>(t.scales.size()) / n_blocks;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float first = t.scales[t.scale_index(r, 0, n_blocks)];
+    for (int64_t b = 1; b < n_blocks; ++b) {
+      const float s = t.scales[t.scale_index(r, b, n_blocks)];
+      if (std::memcmp(&s, &first, sizeof s) != 0) return;
+    }
+  }
+  std::vector<float> per_row(static_cast<size_t>(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) per_row[static_cast<size_t>(r)] = t.scales[t.scale_index(r, 0, n_blocks)];
+  t.scale_block = n_cols;
+  t.scales = std::move(per_row);  // scale_index(r, 0, 1) == r
+}
+
 Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_group, ThreadPool* pool,
                        TernaryLayout layout) {
   if (w.n_cols % kGroupCols != 0) {
@@ -243,7 +265,9 @@ Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_
   } else {
     repack(0, n_row_groups);
   }
-  return first_error.with_context(d.name);
+  BITNET_RETURN_IF_ERROR(first_error.with_context(d.name));
+  collapse_uniform_scales(w.n_cols, t);
+  return {};
 }
 
 }  // namespace

@@ -35,7 +35,8 @@ enum class TernaryLayout : uint8_t {
 //   3-2, 1-0 (high bits first, as I2_S); code = w + 1.
 // So one pass over a column group reads the rows of a row group one after the other, and a
 // 2-bit field k of the 32 bytes lines up with the 32 activations 128g + 32k .. +31.
-// One scale per `scale_block` columns of a row (I2_S: the row; TQ1_0/TQ2_0: 256):
+// One scale per `scale_block` columns of a row (I2_S: the row; TQ1_0/TQ2_0: 256, or the row when
+// every row's blocks share one scale, as in files made from a BitNet checkpoint):
 //   scales[(rg * n_blocks + b) * rows_per_group + i] for row rg * rows_per_group + i.
 //
 // T5 layout (layout == k5Trit, rows_per_group == kT5Rows): a row is cut into vectors of 64
