@@ -229,14 +229,12 @@ struct T5Acc {
   }
 }
 
-// Token t's activations in T5 order, and its sums per 256-column block.
-T5Act& t5_act(const CpuWeight& w, const Q8Rows& x, int64_t t) {
-  T5Act& a = t5_act_scratch(w.n_cols);
-  const int8_t* q = x.q + t * w.n_cols;
-  const int64_t n_chunks = w.n_cols / kT5ChunkCols;
+// One token's activations q[n_cols] in T5 order into dst[n_cols].
+void t5_order(const int8_t* q, int64_t n_cols, int8_t* out) {
+  const int64_t n_chunks = n_cols / kT5ChunkCols;
   for (int64_t k = 0; k < n_chunks; ++k) {
     const int8_t* src = q + kT5ChunkCols * k;
-    int8_t* dst = a.q.data() + kT5ChunkCols * k;
+    int8_t* dst = out + kT5ChunkCols * k;
     for (int v = 0; v < 4; ++v) {
       for (int i = 0; i < 4; ++i) {
         for (int b = 0; b < 4; ++b) {
@@ -247,9 +245,13 @@ T5Act& t5_act(const CpuWeight& w, const Q8Rows& x, int64_t t) {
       _mm512_storeu_si512(dst + 320 * v + 256, _mm512_loadu_si512(src + 1024 + 64 * v));
     }
   }
-  for (int64_t c = kT5ChunkCols * n_chunks; c < w.n_cols; c += 64) {
-    _mm512_storeu_si512(a.q.data() + c, _mm512_loadu_si512(q + c));
-  }
+  for (int64_t c = kT5ChunkCols * n_chunks; c < n_cols; c += 64) _mm512_storeu_si512(out + c, _mm512_loadu_si512(q + c));
+}
+
+// Token t's activations in T5 order, and its sums per 256-column block.
+T5Act& t5_act(const CpuWeight& w, const Q8Rows& x, int64_t t) {
+  T5Act& a = t5_act_scratch(w.n_cols);
+  t5_order(x.q + t * w.n_cols, w.n_cols, a.q.data());
   for (int64_t b = 0; b < w.n_cols / 256; ++b) a.block_sum[static_cast<size_t>(b)] = x.block_sum(t, 2 * b, 2 * b + 2);
   return a;
 }
@@ -391,7 +393,133 @@ void t5_to_2bit(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch& s) {
   }
 }
 
-// Prefill on T5 weights: a cache block of row groups at a time is rewritten in the 2-bit
+// ---- T5 prefill with one scale per row: codes decoded in registers ----
+//
+// A position's 64 codes of R rows are decoded once (t5_codes) and meet the same position of
+// 16 / R tokens' activations: 16 accumulators (token j, row r at Rj + r), one vpdpbusd per
+// token and row, as the 2-bit tiles. No block is rewritten, which pays for small token counts
+// (batched decode steps of a server). The int32 dot of a whole row is exact in any order, so the one float
+// update per row and token gives the scalar twin's bits.
+
+// The 16 lane sums of v[0..15] in one vector (lane k: sum of v[k]): pairs are interleaved and
+// added at 32, 64 and 128 bits, halving the vectors each round.
+[[gnu::always_inline]] inline __m512i reduce16(const __m512i v[16]) {
+  __m512i a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) {
+    a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {
+    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+  }
+  // 128-bit chunk q of b[i]: the chunk-q sums of v[4i .. 4i+3].
+  for (int i = 0; i < 2; ++i) {
+    c[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// One position: the codes of R rows' states m[0..R-1] against tokens 0 .. T-1 (token j's 64
+// activations at a + j * stride) into acc[R * j + r]; then the states step to the next position.
+template <int R, int T>
+[[gnu::always_inline]] inline void t5_tile_position(__m512i m[R], const int8_t* a, int64_t stride, __m512i acc[16]) {
+  __m512i c[R];
+  for (int r = 0; r < R; ++r) c[r] = t5_codes(m[r]);
+  for (int j = 0; j < T; ++j) {
+    const __m512i x = _mm512_loadu_si512(a + j * stride);
+    for (int r = 0; r < R; ++r) acc[R * j + r] = _mm512_dpbusd_epi32(acc[R * j + r], c[r], x);
+  }
+  for (int r = 0; r < R; ++r) m[r] = _mm512_add_epi8(m[r], _mm512_add_epi8(m[r], m[r]));
+}
+
+// Rows h * R .. h * R + R-1 of row group rg against T tokens (act: their T5-ordered
+// activations, n_cols apart): lane R * j + r of the result is the exact dot of row h * R + r and
+// token j (0 for j >= T).
+// Rows per pass: 2 rows x 8 tokens ran 107-116 GMAC/s on one Zen 4 core, 4 rows x 4 tokens
+// about 100 (the decode's compares and adds per row then outweigh the saved loads).
+constexpr int kT5TileRows = 2;
+// Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary).
+constexpr int64_t kT5NativeMaxTokens = 16;
+
+template <int R, int T>
+__m512i t5_tile_dots(const CpuWeight& w, int64_t rg, int h, const int8_t* act) {
+  static_assert(R * T <= 16);
+  const int64_t n_cols = w.n_cols;
+  const int64_t n_vec = t5_vectors(n_cols);
+  const int64_t n_full = 4 * (n_cols / kT5ChunkCols);
+  const uint8_t* c = w.ternary.packed.data() + (rg * n_vec * kT5Rows + R * h) * kT5VectorBytes;
+  __m512i acc[16];
+  for (auto& v : acc) v = _mm512_setzero_si512();
+  for (int64_t u = 0; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+    __m512i m[R];
+    for (int r = 0; r < R; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
+    if (u < n_full) {
+      for (int i = 0; i < 5; ++i) t5_tile_position<R, T>(m, act + 320 * u + 64 * i, n_cols, acc);
+    } else {
+      const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
+      for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) {
+        t5_tile_position<R, T>(m, act + col0 + 64 * i, n_cols, acc);
+      }
+    }
+  }
+  return reduce16(acc);
+}
+
+// Tokens t0 .. t0+T-1 against rows [ra, rb) (whole row groups but at ra and rb), one scale per
+// row, R rows of a row group per pass: y = 0 + (dot - act_sum) / s * scale, the scalar twin's
+// float steps.
+template <int R, int T>
+void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0, int64_t ra, int64_t rb, float* y) {
+  alignas(64) int32_t sums[16];
+  alignas(64) float s[16];
+  alignas(64) int32_t row_of_lane[16];
+  for (int k = 0; k < 16; ++k) {
+    const int64_t t = t0 + min64(k / R, T - 1);
+    sums[k] = x.block_sum(t, 0, w.n_cols / kGroupCols);
+    s[k] = x.scale[t];
+    row_of_lane[k] = k % R;
+  }
+  const __m512i sum16 = _mm512_load_si512(sums);
+  const __m512 s16 = _mm512_load_ps(s);
+  const __m512i lane_row = _mm512_load_si512(row_of_lane);
+  for (int64_t rg = ra / kT5Rows; rg * kT5Rows < rb; ++rg) {
+    for (int h = 0; h < kT5Rows / R; ++h) {
+      const int64_t row0 = rg * kT5Rows + R * h;
+      if (row0 + R <= ra || row0 >= rb) continue;
+      const __m512i dot = t5_tile_dots<R, T>(w, rg, h, act + t0 * w.n_cols);
+      const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(R * h)),
+                                              _mm512_castps128_ps512(_mm_loadu_ps(w.ternary.scales.data() + rg * kT5Rows)));
+      const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, sum16));
+      alignas(64) float out[16];
+      _mm512_store_ps(out, _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_div_ps(d, s16), sc)));
+      for (int64_t r = max64(ra, row0); r < min64(rb, row0 + R); ++r) {
+        for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[R * j + (r - row0)];
+      }
+    }
+  }
+}
+
+// Rows [r0, r1) against all tokens, in cache blocks of row groups that every token tile passes
+// over while they are in L2, as ternary_gemm.
+void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  constexpr int R = kT5TileRows, TT = 16 / R;
+  using Tile = void (*)(const CpuWeight&, const Q8Rows&, const int8_t*, int64_t, int64_t, int64_t, float*);
+  static_assert(TT == 8);
+  static constexpr Tile kTiles[] = {nullptr,       t5_tile<R, 1>, t5_tile<R, 2>, t5_tile<R, 3>, t5_tile<R, 4>,
+                                    t5_tile<R, 5>, t5_tile<R, 6>, t5_tile<R, 7>, t5_tile<R, 8>};
+  T5Act& act = t5_act_scratch(w.n_cols, x.n_tokens);
+  for (int64_t t = 0; t < x.n_tokens; ++t) t5_order(x.q + t * w.n_cols, w.n_cols, act.q.data() + t * w.n_cols);
+  const int64_t rg_bytes = t5_vectors(w.n_cols) * kT5Rows * kT5VectorBytes;
+  const int64_t block_rows = kT5Rows * max64(1, W2A8::kBlockCodeBytes / rg_bytes);
+  for (int64_t rb = r0; rb < r1;) {
+    const int64_t rb_end = min64(r1, rb / kT5Rows * kT5Rows + block_rows);
+    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += TT) kTiles[min64(TT, x.n_tokens - t0)](w, x, act.q.data(), t0, rb, rb_end, y);
+    rb = rb_end;
+  }
+}
+
+// Prefill on T5 weights with a scale per 256 columns: a cache block of row groups at a time is rewritten in the 2-bit
 // layout into this thread's scratch and run through the 2-bit tiles, so the tiles stay the
 // one prefill kernel; the rewrite costs one pass over the block, shared by all tokens.
 void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
@@ -416,7 +544,12 @@ void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   if (w.ternary.layout != TernaryLayout::k5Trit) return ternary_matmul<W2A8>(w, x, y, r0, r1);
   BITNET_CHECK(w.ternary.rows_per_group == kT5Rows);
-  if (x.n_tokens > 1) return t5_gemm(w, x, y, r0, r1);
+  if (x.n_tokens > 1) {
+    // Decoding codes in registers costs more per token than the 2-bit tiles, rewriting a block
+    // costs more per block: on 2B-4T shapes the first wins up to 16 tokens (docs/performance.md).
+    const bool native = w.ternary.scale_block == w.n_cols && x.n_tokens <= kT5NativeMaxTokens;
+    return native ? t5_gemm_rows(w, x, y, r0, r1) : t5_gemm(w, x, y, r0, r1);
+  }
   if (w.ternary.scale_block == w.n_cols) return t5_gemv<false>(w, x, y, r0, r1);
   t5_gemv<true>(w, x, y, r0, r1);
 }

@@ -316,9 +316,9 @@ T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t 
   return s;
 }
 
-T5Act& t5_act_scratch(int64_t n_cols) {
+T5Act& t5_act_scratch(int64_t n_cols, int64_t n_tokens) {
   thread_local T5Act a;
-  a.q.resize(static_cast<size_t>(n_cols));
+  a.q.resize(static_cast<size_t>(n_cols * n_tokens));
   a.block_sum.resize(static_cast<size_t>(n_cols / 256 + 1));
   return a;
 }

@@ -120,13 +120,14 @@ struct T5Scratch {
 };
 T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t n_tokens);
 
-// Per-thread scratch of the T5 decode: one token's activations in T5 order (vector by vector,
-// position by position: q[1280k + 320v + 64i + j] = x[t5_column(n_cols, 4k + v, i, j)], the
-// tail as in x) and its sums per 256-column block; sized for n_cols, contents left to the caller.
+// Per-thread scratch of the T5 kernels: n_tokens tokens' activations in T5 order (vector by
+// vector, position by position: q[t * n_cols + 1280k + 320v + 64i + j] =
+// x_t[t5_column(n_cols, 4k + v, i, j)], the tail as in x) and the first token's sums per
+// 256-column block; sized for n_cols and n_tokens, contents left to the caller.
 struct T5Act {
   std::vector<int8_t> q;
   std::vector<int32_t> block_sum;
 };
-T5Act& t5_act_scratch(int64_t n_cols);
+T5Act& t5_act_scratch(int64_t n_cols, int64_t n_tokens = 1);
 
 }  // namespace bitnet::cpu
