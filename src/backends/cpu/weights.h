@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bitnet/status.h"
+#include "core/aligned_vector.h"
 #include "hal/ops.h"
 
 namespace bitnet {
@@ -54,7 +55,7 @@ enum class TernaryLayout : uint8_t {
 // packed[((rg * n_vectors + u) * 4 + i) * 64]; scales as above. Used for scale blocks of 256
 // columns or of a whole row (t5_fits).
 struct TernaryWeights {
-  std::vector<uint8_t> packed;  // 2-bit: n_row_groups * rows_per_group * n_cols / 4 bytes;
+  AlignedVector<uint8_t> packed;  // 64-byte aligned; 2-bit: n_row_groups * rows_per_group * n_cols / 4 bytes;
                                 // T5: n_row_groups * 4 * t5_vectors(n_cols) * 64 bytes
   std::vector<float> scales;    // n_row_groups * n_blocks * rows_per_group
   int64_t scale_block = 0;      // a multiple of kGroupCols
@@ -125,7 +126,7 @@ T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t 
 // x_t[t5_column(n_cols, 4k + v, i, j)], the tail as in x) and the first token's sums per
 // 256-column block; sized for n_cols and n_tokens, contents left to the caller.
 struct T5Act {
-  std::vector<int8_t> q;
+  AlignedVector<int8_t> q;  // 64-byte aligned: a position's activations are one cache line
   std::vector<int32_t> block_sum;
 };
 T5Act& t5_act_scratch(int64_t n_cols, int64_t n_tokens = 1);
