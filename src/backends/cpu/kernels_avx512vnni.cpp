@@ -440,7 +440,7 @@ template <int R, int T>
 // about 100 (the decode's compares and adds per row then outweigh the saved loads).
 constexpr int kT5TileRows = 2;
 // Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary).
-constexpr int64_t kT5NativeMaxTokens = 16;
+constexpr int64_t kT5NativeMaxTokens = 32;
 
 template <int R, int T>
 __m512i t5_tile_dots(const CpuWeight& w, int64_t rg, int h, const int8_t* act) {
@@ -546,7 +546,7 @@ void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, i
   BITNET_CHECK(w.ternary.rows_per_group == kT5Rows);
   if (x.n_tokens > 1) {
     // Decoding codes in registers costs more per token than the 2-bit tiles, rewriting a block
-    // costs more per block: on 2B-4T shapes the first wins up to 16 tokens (docs/performance.md).
+    // costs more per block: on 2B-4T shapes the first wins up to about 32 tokens (docs/performance.md).
     const bool native = w.ternary.scale_block == w.n_cols && x.n_tokens <= kT5NativeMaxTokens;
     return native ? t5_gemm_rows(w, x, y, r0, r1) : t5_gemm(w, x, y, r0, r1);
   }
