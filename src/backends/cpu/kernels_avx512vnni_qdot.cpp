@@ -1,9 +1,12 @@
 // AVX-512 VNNI set, quantized-activation row dots (KernelSet::quant_dot) and prefill tiles
-// (KernelSet::quant_tile): the 32-element formats on 256-bit vpdpbusd (below), the other
-// K-quants and IQ4_XS with the tiles shared with the AVX2 set (kernels_x86_qdot_common.h) on
-// vpdpwssd; every other type (Q6_K) is the AVX2 set's (kernels_avx2_qdot.cpp), as are the
-// K-quant / IQ4_XS row dots, which the tiles here equal bit for bit. (A 512-bit vpdpbusd Q6_K dot, with vpmulld by the sub-block scales, ran 10% slower
-// than the AVX2 one on Zen 4, whose 512-bit instructions are two 256-bit halves.)
+// (KernelSet::quant_tile): the 32-element formats on 256-bit vpdpbusd (below), the K-quants and
+// IQ4_XS with the tiles shared with the AVX2 set (kernels_x86_qdot_common.h) on vpdpwssd, 8
+// tokens per pass over a row's blocks where the AVX2 set takes 4 (32 registers hold the
+// unpacked block and 8 accumulators: Q3_K..Q6_K and IQ4_XS tiles 19-55% faster on Zen 4, Q6_K
+// 42 -> 65 GMAC/s per core); the row dots of the other types are the AVX2 set's
+// (kernels_avx2_qdot.cpp), which the tiles here equal bit for bit. (A 512-bit vpdpbusd Q6_K
+// dot, with vpmulld by the sub-block scales, ran 10% slower than the AVX2 one on Zen 4, whose
+// 512-bit instructions are two 256-bit halves.)
 //
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 headers (bug 105593)
@@ -391,11 +394,12 @@ QuantTileFn quant_tile(GgmlType type) {
     case GgmlType::kQ5_1: return tile_of<Q5_1>;
     case GgmlType::kQ8_0: return tile_of<Q8_0>;
     case GgmlType::kIQ4_NL: return tile_of<IQ4_NL>;
-    case GgmlType::kQ2_K: return tile_k<Q2_KTile>;
-    case GgmlType::kQ3_K: return tile_k<Q3_KTile>;
-    case GgmlType::kQ4_K: return tile_k<Q4_KTile>;
-    case GgmlType::kQ5_K: return tile_k<Q5_KTile>;
-    case GgmlType::kIQ4_XS: return tile_k<IQ4_XSTile>;
+    case GgmlType::kQ2_K: return tile_k<Q2_KTile, 8>;
+    case GgmlType::kQ3_K: return tile_k<Q3_KTile, 8>;
+    case GgmlType::kQ4_K: return tile_k<Q4_KTile, 8>;
+    case GgmlType::kQ5_K: return tile_k<Q5_KTile, 8>;
+    case GgmlType::kIQ4_XS: return tile_k<IQ4_XSTile, 8>;
+    case GgmlType::kQ6_K: return tile_k<Q6_KTile, 8>;
     default: return avx2::quant_tile(type);
   }
 }

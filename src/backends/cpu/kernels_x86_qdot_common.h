@@ -365,23 +365,28 @@ void tile_iq4_xs(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, floa
 }
 
 
-// The QuantTileFn of a one-row tile kernel of up to 4 tokens: row after row, n_act in runs of
-// 4, each dispatched to its N.
-template <template <int> class K>
+// K<m>::run for the m (1 .. M) given at run time.
+template <template <int> class K, int M>
+[[gnu::always_inline]] inline void run_k(int m, int64_t n, const uint8_t* row, const uint8_t* a, int64_t as, float* out) {
+  if constexpr (M > 1) {
+    if (m < M) return run_k<K, M - 1>(m, n, row, a, as, out);
+  }
+  K<M>::run(n, row, a, as, out);
+}
+
+// The QuantTileFn of a one-row tile kernel of up to kChunk tokens: row after row, n_act in runs
+// of kChunk (4 in the AVX2 set's 16 registers; the AVX-512 set, with 32, takes 8 where a
+// kernel's registers allow), each dispatched to its N.
+template <template <int> class K, int kChunk = 4>
 void tile_k(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act, int64_t act_row_bytes,
             int n_act, float* y, int64_t y_stride) {
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint8_t* row = w + r * w_row_bytes;
-    for (int j = 0; j < n_act; j += 4) {
-      const uint8_t* a = act + j * act_row_bytes;
-      float out[4];
-      switch (n_act - j) {
-        case 1: K<1>::run(n, row, a, act_row_bytes, out); break;
-        case 2: K<2>::run(n, row, a, act_row_bytes, out); break;
-        case 3: K<3>::run(n, row, a, act_row_bytes, out); break;
-        default: K<4>::run(n, row, a, act_row_bytes, out); break;
-      }
-      for (int i = 0; i < 4 && j + i < n_act; ++i) y[(j + i) * y_stride + r] = out[i];
+    for (int j = 0; j < n_act; j += kChunk) {
+      float out[kChunk];
+      const int m = n_act - j < kChunk ? n_act - j : kChunk;
+      run_k<K, kChunk>(m, n, row, act + j * act_row_bytes, act_row_bytes, out);
+      for (int i = 0; i < m; ++i) y[(j + i) * y_stride + r] = out[i];
     }
   }
 }
