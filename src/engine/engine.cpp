@@ -42,7 +42,7 @@ uint64_t available_host_memory() {
   return 0;
 }
 
-ModelSummary summarize_model(const Model& m) {
+ModelSummary summarize_model(const Network& m) {
   const ModelConfig& c = m.config();
   ModelSummary s;
   s.name = c.name;
@@ -117,7 +117,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& opt
   impl->kv_type = options.cache_type == "f32" ? hal::KvType::kF32 : hal::KvType::kF16;
   const std::string& path = options.model_path;
   BITNET_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
-  auto model = Model::from_gguf(impl->file);
+  auto model = Network::from_gguf(impl->file);
   if (!model.ok()) return model.status().with_context(path);
   impl->model = std::move(model).value();
   if (!options.head_type.empty()) BITNET_RETURN_IF_ERROR(requantize_head(*impl).with_context(path));

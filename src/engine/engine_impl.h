@@ -29,7 +29,7 @@ uint64_t available_host_memory();
 struct EngineCore {
   EngineOptions options;
   gguf::File file;
-  Model model;
+  Network model;
   std::vector<uint8_t> head_bytes;     // the output head requantized at load (--head-type)
   std::optional<Tokenizer> tokenizer;  // engaged once loaded
   hal::SelectionPlan plan;

@@ -73,7 +73,7 @@ class EngineFallback : public testing::Test {
     auto file = gguf::File::open(path_.string());
     EXPECT_TRUE(file.ok());
     c->file = std::move(*file);
-    auto model = Model::from_gguf(c->file);
+    auto model = Network::from_gguf(c->file);
     EXPECT_TRUE(model.ok());
     c->model = std::move(*model);
     c->n_ctx = 64;
