@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "bitnet/engine.h"
+#include "bitnet/model.h"
 #include "bitnet/status.h"
 #include "server/request.h"
 
@@ -44,14 +44,15 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds the socket (GET /health answers 503 until set_engine). Returns the bound port.
+  // Binds the socket (GET /health answers 503 until set_model). Returns the bound port.
   Result<int> bind();
   // Serves until stop(); call after bind(), typically on its own thread.
   void run();
   void stop();
-  // The model is loaded: generation endpoints open. The engine needs a paged KV cache
-  // (EngineOptions::kv_block > 0). `chat` may be empty (chat endpoint: 400).
-  void set_engine(Engine& engine, ChatRenderer chat);
+  // The model is loaded: generation endpoints open, each request in a Session of `model`,
+  // which needs a paged KV cache (EngineOptions::kv_block > 0) and must outlive the server.
+  // `chat` may be empty (chat endpoint: 400).
+  void set_model(Model& model, ChatRenderer chat);
 
  private:
   struct Impl;

@@ -38,10 +38,10 @@ class Server : public testing::Test {
     e.n_ctx = n_ctx;
     e.n_threads = 1;
     e.kv_block = 16;
-    auto engine = Engine::load(e);
-    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-    engine_ = std::move(*engine);
-    http_->set_engine(*engine_, [](const std::vector<ChatMessage>& m) -> Result<std::string> {
+    auto model = Model::load(e);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    model_ = std::move(*model);
+    http_->set_model(*model_, [](const std::vector<ChatMessage>& m) -> Result<std::string> {
       std::string s;  // a plain template for the tests: "role: content" lines
       for (const ChatMessage& msg : m) s += msg.role + ": " + msg.content + "\n";
       return s + "assistant:";
@@ -72,7 +72,7 @@ class Server : public testing::Test {
     return c;
   }
 
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<HttpServer> http_;
   std::thread thread_;
   int port_ = 0;
