@@ -225,8 +225,13 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   const GenerationRequest& r = job->request;
   std::string prompt_text = r.prompt;
   if (chat_api) {
-    if (!chat) return send_error(res, {400, "invalid_request_error", "messages", "this model has no chat template"});
-    Result<std::string> rendered = chat(r.messages);
+    if (!chat.render) return send_error(res, {400, "invalid_request_error", "messages", "this model has no chat template"});
+    if (!r.tools_json.empty() && !chat.takes_tools) {
+      ++metrics.requests_rejected;
+      return send_error(res, {400, "invalid_request_error", "tools",
+                              "tools are not supported by this model's chat template (it does not read `tools`)"});
+    }
+    Result<std::string> rendered = chat.render(r.messages, r.tools_json);
     if (!rendered.ok()) {
       ++metrics.requests_rejected;
       return send_error(res, {400, "invalid_request_error", "messages", rendered.status().message()});

@@ -34,8 +34,14 @@ struct ServerOptions {
   RequestLimits limits;
 };
 
-// Renders chat messages into the prompt text for the model (chat template).
-using ChatRenderer = std::function<Result<std::string>(const std::vector<ChatMessage>&)>;
+// Renders chat messages into the prompt text for the model (chat template): the messages and
+// the request's tools (GenerationRequest::tools_json, "" = none).
+struct ChatRenderer {
+  std::function<Result<std::string>(const std::vector<ChatMessage>&, const std::string& tools_json)> render;
+  // The template reads `tools`; when it does not, a request with tools is refused (400)
+  // instead of having them silently dropped.
+  bool takes_tools = false;
+};
 
 class HttpServer {
  public:
@@ -51,7 +57,7 @@ class HttpServer {
   void stop();
   // The model is loaded: generation endpoints open, each request in a Session of `model`,
   // which needs a paged KV cache (EngineOptions::kv_block > 0) and must outlive the server.
-  // `chat` may be empty (chat endpoint: 400).
+  // `chat.render` may be empty (chat endpoint: 400).
   void set_model(Model& model, ChatRenderer chat);
 
  private:

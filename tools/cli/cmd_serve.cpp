@@ -54,13 +54,14 @@ int run(ServeFlags f) {
   server::ChatRenderer chat;
   auto tmpl = chat::ChatTemplate::for_model(model->chat_template(), f.chat_template, model->summary().architecture);
   if (tmpl.ok()) {
-    std::fprintf(stderr, "chat template: %s\n", tmpl->name().c_str());
-    chat = [t = std::move(tmpl).value(), options = chat::RenderOptions{true, model->bos_token(), model->eos_token()}](
-               const std::vector<server::ChatMessage>& messages) -> Result<std::string> {
+    chat.takes_tools = tmpl->uses_tools();
+    std::fprintf(stderr, "chat template: %s%s\n", tmpl->name().c_str(), chat.takes_tools ? " (tools)" : "");
+    chat.render = [t = std::move(tmpl).value(), bos = model->bos_token(), eos = model->eos_token()](
+                      const std::vector<server::ChatMessage>& messages, const std::string& tools_json) -> Result<std::string> {
       std::vector<chat::Message> m;
       m.reserve(messages.size());
       for (const server::ChatMessage& x : messages) m.push_back({x.role, x.content});
-      return t.render(m, options);
+      return t.render(m, {true, bos, eos, tools_json});
     };
   } else {
     std::fprintf(stderr, "warning: no chat template, /v1/chat/completions answers 400: %s\n", tmpl.status().to_string().c_str());
