@@ -39,6 +39,10 @@ struct RenderOptions {
   bool add_generation_prompt = true;  // end with the assistant's turn opened
   std::string bos_token;              // the vocabulary's BOS text, e.g. "<|begin_of_text|>"
   std::string eos_token;
+  // The tools the template's `tools` variable lists: a JSON array as OpenAI's chat API takes
+  // it ([{"type": "function", "function": {...}}, ...]), keys in their order; "" = none (the
+  // template sees None). A template that never reads `tools` ignores them: ask uses_tools().
+  std::string tools_json{};
 };
 
 namespace jinja {
@@ -61,6 +65,10 @@ class ChatTemplate {
                                         std::string_view architecture);
 
   Result<std::string> render(std::span<const Message> messages, const RenderOptions& options) const;
+
+  // Whether the template reads the `tools` variable anywhere (tool definitions are rendered
+  // only by templates that do).
+  bool uses_tools() const;
 
   // "llama3", "chatml", ... for a built-in or a recognised template; "gguf" for template text.
   const std::string& name() const { return name_; }

@@ -1,7 +1,10 @@
 // ChatTemplate: parsed Jinja text or a named built-in, rendered over a conversation.
+#include <limits>
 #include <new>
 
 #include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
 
 #include "bitnet/chat.h"
 #include "chat/jinja.h"
@@ -48,6 +51,46 @@ constexpr Builtin kBuiltins[] = {
      "{% for message in messages %}{{ message['role'] + ': ' + message['content'] + '\n' }}{% endfor %}"
      "{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}"},
 };
+
+// A JSON value as the template sees it (Python's json.loads): objects keep their key order.
+Result<jinja::Value> from_json(const nlohmann::ordered_json& j, int depth, const TemplateLimits& limits) {
+  using jinja::Value;
+  if (depth > limits.max_depth) return invalid_argument("chat template: the tools nest too deeply");
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return Value::integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned:
+      if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return Value::number(j.get<double>());
+      return Value::integer(static_cast<int64_t>(j.get<uint64_t>()));
+    case nlohmann::ordered_json::value_t::number_float: return Value::number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      jinja::List list;
+      for (const auto& item : j) {
+        BITNET_ASSIGN_OR_RETURN(Value v, from_json(item, depth + 1, limits));
+        list.push_back(std::move(v));
+      }
+      return Value::of_list(std::move(list));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      auto d = std::make_shared<jinja::Dict>();
+      for (const auto& [key, item] : j.items()) {
+        BITNET_ASSIGN_OR_RETURN(Value v, from_json(item, depth + 1, limits));
+        d->items.emplace_back(key, std::move(v));
+      }
+      return Value::of_dict(std::move(d));
+    }
+    default: return invalid_argument("chat template: the tools are not plain JSON");
+  }
+}
+
+Result<jinja::Value> tools_value(const std::string& tools_json, const TemplateLimits& limits) {
+  if (tools_json.empty()) return jinja::Value::none();
+  const auto j = nlohmann::ordered_json::parse(tools_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_array()) return invalid_argument("chat template: the tools must be a JSON array");
+  return from_json(j, 0, limits);
+}
 
 }  // namespace
 
@@ -111,13 +154,14 @@ Result<std::string> ChatTemplate::render(std::span<const Message> messages, cons
       d->items = {{"role", Value::string(m.role)}, {"content", Value::string(m.content)}};
       list.push_back(Value::of_dict(std::move(d)));
     }
-    // The variables Hugging Face's apply_chat_template passes (tools and documents: None).
+    BITNET_ASSIGN_OR_RETURN(Value tools, tools_value(options.tools_json, limits_));
+    // The variables Hugging Face's apply_chat_template passes (documents: None).
     const std::vector<std::pair<std::string, Value>> vars = {
         {"messages", Value::of_list(std::move(list))},
         {"add_generation_prompt", Value::boolean(options.add_generation_prompt)},
         {"bos_token", Value::string(options.bos_token)},
         {"eos_token", Value::string(options.eos_token)},
-        {"tools", Value::none()},
+        {"tools", std::move(tools)},
         {"documents", Value::none()},
     };
     return jinja::render(*program_, vars, limits_);
@@ -125,5 +169,7 @@ Result<std::string> ChatTemplate::render(std::span<const Message> messages, cons
     return out_of_memory("chat template: out of memory while rendering");
   }
 }
+
+bool ChatTemplate::uses_tools() const { return jinja::reads_variable(*program_, "tools"); }
 
 }  // namespace bitnet::chat

@@ -65,6 +65,7 @@ struct Case {
   std::string source;
   std::vector<Message> messages;
   bool add_generation_prompt = true;
+  std::string tools_json{};  // "" = none
 };
 
 // Every template over every conversation, with and without the generation prompt.
@@ -86,6 +87,7 @@ nlohmann::json reference(const std::vector<Case>& cases) {
     for (const Message& m : c.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
     in.push_back({{"template", c.source}, {"messages", messages}, {"add_generation_prompt", c.add_generation_prompt},
                   {"bos_token", kBos}, {"eos_token", kEos}});
+    if (!c.tools_json.empty()) in.back()["tools"] = nlohmann::ordered_json::parse(c.tools_json);
   }
   const fs::path dir = fs::temp_directory_path() / ("bitnet_chat_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -106,7 +108,7 @@ void expect_same_as_jinja2(const std::vector<Case>& cases) {
   for (size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
     Result<ChatTemplate> t = ChatTemplate::parse(c.source);
-    Result<std::string> got = t.ok() ? t->render(c.messages, {c.add_generation_prompt, kBos, kEos})
+    Result<std::string> got = t.ok() ? t->render(c.messages, {c.add_generation_prompt, kBos, kEos, c.tools_json})
                                      : Result<std::string>(t.status());
     if (ref[k]["ok"].get<bool>()) {
       ASSERT_TRUE(got.ok()) << c.label << ": jinja2 rendered it, bitnet failed: " << got.status().to_string()
@@ -223,6 +225,45 @@ TEST(ChatTemplateReference, FeatureTemplatesMatchJinja2) {
     for (Case& c : cases_for("feature template " + std::to_string(k), kFeatureTemplates[k])) cases.push_back(std::move(c));
   }
   expect_same_as_jinja2(cases);
+}
+
+// OpenAI-style tool definitions, keys in an order no sorting gives back.
+constexpr const char* kTools = R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
+  "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+  "required": ["city"]}, "strict": true}}, {"type": "function", "function": {"name": "noop", "parameters": {"n": 1.5, "z": null}}}])";
+
+TEST(ChatTemplateReference, ToolsReachTheTemplateAsJinja2SeesThem) {
+  SKIP_WITHOUT_JINJA2();
+  std::vector<Case> cases;
+  const std::vector<std::string> sources = {
+      slurp(kTestdata / "qwen2.5-instruct.jinja"),
+      R"({% if tools %}{% for t in tools %}{{ t.function.name }}({{ t.function.parameters | tojson }}) {{ t | tojson }}
+{% endfor %}{% else %}no tools{% endif %}{{ tools | length if tools is not none else 'none' }})"};
+  for (const std::string& source : sources) {
+    for (Case& c : cases_for("with tools", source)) {
+      c.tools_json = kTools;
+      cases.push_back(std::move(c));
+    }
+    for (Case& c : cases_for("empty tools", source)) {
+      c.tools_json = "[]";
+      cases.push_back(std::move(c));
+    }
+  }
+  expect_same_as_jinja2(cases);
+}
+
+TEST(ChatTemplate, UsesToolsWhenItReadsTheVariable) {
+  const auto qwen = ChatTemplate::parse(slurp(kTestdata / "qwen2.5-instruct.jinja"));
+  ASSERT_TRUE(qwen.ok());
+  EXPECT_TRUE(qwen->uses_tools());
+  for (const std::string& name : builtin_names()) EXPECT_FALSE(ChatTemplate::builtin(name)->uses_tools()) << name;
+  EXPECT_TRUE(ChatTemplate::parse("{% for m in messages %}{% if loop.first %}{{ tools | tojson }}{% endif %}{% endfor %}")->uses_tools());
+  EXPECT_FALSE(ChatTemplate::parse("{{ 'tools' }}{% set tool = 1 %}{{ messages | length }}")->uses_tools());
+  // Tools that are not a JSON array are an error, not a crash.
+  const std::vector<Message> m = {{"user", "hi"}};
+  EXPECT_FALSE(qwen->render(m, {true, "", "", "{\"type\": \"function\"}"}).ok());
+  EXPECT_FALSE(qwen->render(m, {true, "", "", "[not json"}).ok());
+  EXPECT_EQ(*qwen->render(m, {true, "", "", ""}), *qwen->render(m, {true, "", "", "[]"}));  // [] is falsy
 }
 
 TEST(ChatTemplateReference, BuiltinsAreTheModelsTemplates) {

@@ -67,6 +67,9 @@ struct Program {
 
 Result<std::shared_ptr<const Program>> parse(std::string_view source, const TemplateLimits& limits);
 
+// Whether the program reads a variable called `name` anywhere (a name expression).
+bool reads_variable(const Program& program, std::string_view name);
+
 // Renders with `vars` as the template's global variables (raise_exception, namespace and
 // range are always there).
 Result<std::string> render(const Program& program, const std::vector<std::pair<std::string, Value>>& vars,

@@ -866,4 +866,32 @@ Result<std::shared_ptr<const Program>> parse(std::string_view source, const Temp
   return std::shared_ptr<const Program>(std::move(program));
 }
 
+namespace {
+
+// Walks what parse() built; its nesting is bounded by TemplateLimits::max_depth.
+bool expr_reads(const Expr& e, std::string_view name) {
+  if (e.kind == ExprKind::kName && e.name == name) return true;
+  for (const ExprPtr& a : e.args)
+    if (a && expr_reads(*a, name)) return true;
+  for (const auto& [key, value] : e.kwargs)
+    if (value && expr_reads(*value, name)) return true;
+  return false;
+}
+
+bool body_reads(const Body& body, std::string_view name) {
+  for (const auto& st : body) {
+    if (st->expr && expr_reads(*st->expr, name)) return true;
+    if (st->filter && expr_reads(*st->filter, name)) return true;
+    for (const auto& [cond, branch] : st->branches) {
+      if ((cond && expr_reads(*cond, name)) || body_reads(branch, name)) return true;
+    }
+    if (body_reads(st->body, name) || body_reads(st->else_body, name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool reads_variable(const Program& program, std::string_view name) { return body_reads(program.body, name); }
+
 }  // namespace bitnet::chat::jinja

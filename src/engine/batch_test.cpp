@@ -1,5 +1,6 @@
-// Several sequences in one paged KV cache: a batched step gives each sequence the logits it
-// gets alone, the pool's blocks are taken and given back, a full pool is a clean error.
+// Several sessions in one paged KV cache: a batched step gives each session the logits it
+// gets alone, the pool's blocks are taken and given back (a session returns them when it is
+// destroyed), a fork shares its prefix blocks, a full pool and every misuse are clean errors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,7 +11,7 @@
 namespace bitnet {
 namespace {
 
-std::unique_ptr<Engine> load(int64_t kv_block, int64_t n_ctx, const std::string& device = "cpu") {
+EngineOptions options(int64_t kv_block, int64_t n_ctx, const std::string& device = "cpu") {
   EngineOptions o;
   o.model_path = (std::filesystem::path(BITNET_SOURCE_DIR) / "models/tiny-stories-b158.gguf").string();
   o.device = device;
@@ -18,10 +19,22 @@ std::unique_ptr<Engine> load(int64_t kv_block, int64_t n_ctx, const std::string&
   o.n_ctx = n_ctx;
   o.n_threads = 1;
   o.kv_block = kv_block;
-  auto e = Engine::load(o);
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
-  return e.ok() ? std::move(*e) : nullptr;
+  return o;
 }
+
+std::unique_ptr<Model> load(int64_t kv_block, int64_t n_ctx, const std::string& device = "cpu") {
+  auto m = Model::load(options(kv_block, n_ctx, device));
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+Session open(Model& m) {
+  auto s = m.open_session();
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  return s.ok() ? std::move(*s) : Session();
+}
+
+using Batch = std::vector<Model::StepInput>;
 
 int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -29,7 +42,9 @@ int32_t argmax(const std::vector<float>& v) {
 
 // Greedy continuation of `prompt` by an engine of its own (plain cache): n tokens.
 std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n, const std::string& device) {
-  auto e = load(0, 256, device);
+  auto loaded = Engine::load(options(0, 256, device));
+  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+  Engine* e = loaded->get();
   std::vector<int32_t> out;
   auto logits = e->eval(prompt, false);
   EXPECT_TRUE(logits.ok());
@@ -49,43 +64,39 @@ bool runnable(const std::string& device) {
   return false;
 }
 
-class Batch : public testing::TestWithParam<const char*> {};
+class Batches : public testing::TestWithParam<const char*> {};
 
-TEST_P(Batch, SequencesStepTogetherAsTheyRunAlone) {
+TEST_P(Batches, SessionsStepTogetherAsTheyRunAlone) {
   const std::string device = GetParam();
   if (!runnable(device)) GTEST_SKIP() << device << " is not available here";
-  auto e = load(16, 256, device);
-  ASSERT_NE(e, nullptr);
+  auto m = load(16, 256, device);
+  ASSERT_NE(m, nullptr);
   const std::vector<std::vector<int32_t>> prompts = {
-      e->tokenize("Once upon a time", true, false), e->tokenize("The little dog ran to the park and", true, false),
-      e->tokenize("Lily", true, false)};
+      m->tokenize("Once upon a time", true, false), m->tokenize("The little dog ran to the park and", true, false),
+      m->tokenize("Lily", true, false)};
   constexpr int kGen = 20;
-  std::vector<int32_t> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    auto s = e->open_sequence();
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    seqs.push_back(*s);
-  }
+  std::vector<Session> sessions;
+  for (size_t i = 0; i < prompts.size(); ++i) sessions.push_back(open(*m));
   // Step 1: the first prompt alone; then all three interleaved: prompts 2 and 3 prefill while
-  // sequence 1 decodes (chunked prefill next to decode tokens).
+  // session 1 decodes (chunked prefill next to decode tokens).
   std::vector<std::vector<int32_t>> got(prompts.size());
   std::vector<int32_t> next(prompts.size(), -1);
   std::vector<bool> started(prompts.size(), false);
   for (int step = 0; step < kGen + 3; ++step) {
-    std::vector<Engine::StepInput> batch;
+    Batch batch;
     std::vector<size_t> who;
     for (size_t i = 0; i < prompts.size(); ++i) {
       if (static_cast<int>(got[i].size()) == kGen || (i > 0 && step == 0)) continue;
       if (!started[i]) {
-        batch.push_back({seqs[i], prompts[i]});
+        batch.push_back({&sessions[i], prompts[i]});
         started[i] = true;
       } else {
-        batch.push_back({seqs[i], std::span<const int32_t>(&next[i], 1)});
+        batch.push_back({&sessions[i], std::span<const int32_t>(&next[i], 1)});
       }
       who.push_back(i);
     }
     if (batch.empty()) break;
-    auto logits = e->step(batch);
+    auto logits = m->step(batch);
     ASSERT_TRUE(logits.ok()) << logits.status().to_string();
     ASSERT_EQ(logits->size(), batch.size());
     for (size_t j = 0; j < who.size(); ++j) {
@@ -94,116 +105,176 @@ TEST_P(Batch, SequencesStepTogetherAsTheyRunAlone) {
     }
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(got[i], alone(prompts[i], kGen, device)) << "sequence " << i;
-    EXPECT_EQ(e->sequence_tokens(seqs[i]).size(), prompts[i].size() + kGen - 1);
+    EXPECT_EQ(got[i], alone(prompts[i], kGen, device)) << "session " << i;
+    EXPECT_EQ(sessions[i].n_past(), static_cast<int64_t>(prompts[i].size() + kGen - 1));
   }
-  // Blocks come back when sequences close.
-  const int64_t before = e->free_kv_positions();
-  e->close_sequence(seqs[1]);
-  EXPECT_GT(e->free_kv_positions(), before);
-  EXPECT_TRUE(e->sequence_tokens(seqs[1]).empty());
-  EXPECT_FALSE(e->step(std::vector<Engine::StepInput>{{seqs[1], prompts[0]}}).ok());  // closed
+  // Blocks come back when a session closes; a closed one steps no more.
+  const int64_t before = m->free_kv_positions();
+  sessions[1].close();
+  EXPECT_GT(m->free_kv_positions(), before);
+  EXPECT_FALSE(sessions[1].is_open());
+  EXPECT_TRUE(sessions[1].tokens().empty());
+  auto closed = m->step(Batch{{&sessions[1], prompts[0]}});
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(closed.status().code(), StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Batch, testing::Values("cpu", "opencl", "vulkan"));
+INSTANTIATE_TEST_SUITE_P(Devices, Batches, testing::Values("cpu", "opencl", "vulkan"));
 
 TEST(BatchPool, AFullPoolIsACleanError) {
-  auto e = load(16, 64);  // 4 blocks
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->free_kv_positions(), 64);
-  auto a = e->open_sequence();
-  auto b = e->open_sequence();
-  ASSERT_TRUE(a.ok() && b.ok());
+  auto m = load(16, 64);  // 4 blocks
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->free_kv_positions(), 64);
+  Session a = open(*m);
+  Session b = open(*m);
   const std::vector<int32_t> forty(40, 5);  // 3 blocks
-  ASSERT_TRUE(e->step(std::vector<Engine::StepInput>{{*a, forty}}).ok());
-  EXPECT_EQ(e->free_kv_positions(), 16);
-  auto full = e->step(std::vector<Engine::StepInput>{{*b, forty}});
+  ASSERT_TRUE(m->step(Batch{{&a, forty}}).ok());
+  EXPECT_EQ(m->free_kv_positions(), 16);
+  auto full = m->step(Batch{{&b, forty}});
   ASSERT_FALSE(full.ok());
   EXPECT_EQ(full.status().code(), StatusCode::kOutOfRange);
-  EXPECT_EQ(e->free_kv_positions(), 16);  // nothing taken
-  EXPECT_TRUE(e->sequence_tokens(*b).empty());
-  e->truncate_sequence(*a, 10);  // keeps one block
-  EXPECT_EQ(e->free_kv_positions(), 48);
-  EXPECT_TRUE(e->step(std::vector<Engine::StepInput>{{*b, forty}}).ok());
-  EXPECT_FALSE(e->step(std::vector<Engine::StepInput>{{*a, forty}, {*a, forty}}).ok());  // twice in one step
+  EXPECT_EQ(m->free_kv_positions(), 16);  // nothing taken
+  EXPECT_TRUE(b.tokens().empty());
+  EXPECT_EQ(a.truncate(10), 10);  // keeps one block
+  EXPECT_EQ(m->free_kv_positions(), 48);
+  EXPECT_TRUE(m->step(Batch{{&b, forty}}).ok());
+  EXPECT_FALSE(m->step(Batch{{&a, forty}, {&a, forty}}).ok());  // twice in one step
 }
 
-// The single-sequence calls run on sequence 0 of a paged cache with the logits of a plain one.
-TEST(BatchPool, PagedSequenceZeroEqualsThePlainCache) {
-  auto plain = load(0, 256);
+// Session::eval runs on the paged cache with the logits of an Engine's plain one.
+TEST(BatchPool, APagedSessionEqualsThePlainCache) {
+  auto plain = Engine::load(options(0, 256));
   auto paged = load(16, 256);
-  ASSERT_TRUE(plain && paged);
-  const std::vector<int32_t> prompt = plain->tokenize("Once upon a time there was", true, false);
-  auto a = plain->eval(prompt, true);
-  auto b = paged->eval(prompt, true);
+  ASSERT_TRUE(plain.ok() && paged);
+  const std::vector<int32_t> prompt = (*plain)->tokenize("Once upon a time there was", true, false);
+  Session s = open(*paged);
+  auto a = (*plain)->eval(prompt, true);
+  auto b = s.eval(prompt, true);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b);
-  EXPECT_EQ(paged->n_past(), static_cast<int64_t>(prompt.size()));
-  paged->truncate(3);
-  EXPECT_EQ(paged->n_past(), 3);
-  EXPECT_EQ(paged->open_sequence().ok(), true);
-  EXPECT_EQ(plain->open_sequence().status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(s.n_past(), static_cast<int64_t>(prompt.size()));
+  EXPECT_EQ(s.truncate(3), 3);
+  EXPECT_EQ(s.n_past(), 3);
+  // A plain cache holds the engine's own session only, and cannot fork it.
+  EXPECT_EQ((*plain)->open_session().status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ((*plain)->session().fork(2).status().code(), StatusCode::kUnsupported);
+  // An Engine on a paged cache is a Model like any other: more sessions next to its own.
+  auto engine = Engine::load(options(16, 256));
+  ASSERT_TRUE(engine.ok());
+  EXPECT_TRUE((*engine)->open_session().ok());
 }
 
-}  // namespace
-}  // namespace bitnet
-
-namespace bitnet {
-namespace {
-
-// fork_sequence shares whole blocks of a prefix: the fork continues exactly as a sequence
-// that evaluated the prefix itself, the source may go on or close, the blocks are freed only
-// when the last holder lets go, and truncating into a shared block backs off to its start.
+// fork shares whole blocks of a prefix: the fork continues exactly as a session that
+// evaluated the prefix itself, the source may go on or close, the blocks are freed only when
+// the last holder lets go, and truncating into a shared block backs off to its start.
 TEST(BatchPool, ForkedPrefixesShareBlocks) {
-  auto e = load(16, 256);
-  ASSERT_NE(e, nullptr);
+  auto m = load(16, 256);
+  ASSERT_NE(m, nullptr);
   const std::vector<int32_t> prompt =
-      e->tokenize("Once upon a time, there was a little girl named Lily. She loved to play in the park", true, false);
+      m->tokenize("Once upon a time, there was a little girl named Lily. She loved to play in the park", true, false);
   ASSERT_GT(prompt.size(), 17u);
-  auto a = e->open_sequence();
-  ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(e->step(std::vector<Engine::StepInput>{{*a, prompt}}).ok());
-  const int64_t free_before = e->free_kv_positions();
-  auto b = e->fork_sequence(*a, static_cast<int64_t>(prompt.size()) - 1);
-  ASSERT_TRUE(b.ok());
+  auto a = std::make_unique<Session>(open(*m));
+  ASSERT_TRUE(m->step(Batch{{a.get(), prompt}}).ok());
+  const int64_t free_before = m->free_kv_positions();
+  auto forked = a->fork(static_cast<int64_t>(prompt.size()) - 1);
+  ASSERT_TRUE(forked.ok());
+  Session b = std::move(*forked);
   const size_t shared = (prompt.size() - 1) / 16 * 16;
-  EXPECT_EQ(e->sequence_tokens(*b).size(), shared);
-  EXPECT_EQ(e->free_kv_positions(), free_before);  // nothing copied, nothing taken
-  // The fork evaluates the rest of the prompt and continues greedily like a fresh sequence.
+  EXPECT_EQ(b.tokens().size(), shared);
+  EXPECT_EQ(m->free_kv_positions(), free_before);  // nothing copied, nothing taken
+  // The fork evaluates the rest of the prompt and continues greedily like a fresh session.
   const std::vector<int32_t> rest(prompt.begin() + static_cast<std::ptrdiff_t>(shared), prompt.end());
-  auto logits = e->step(std::vector<Engine::StepInput>{{*b, rest}});
+  auto logits = m->step(Batch{{&b, rest}});
   ASSERT_TRUE(logits.ok()) << logits.status().to_string();
   std::vector<int32_t> got = {argmax((*logits)[0])};
-  e->close_sequence(*a);  // the source goes away; the shared blocks stay for the fork
+  a.reset();  // the source goes away; the shared blocks stay for the fork
   for (int i = 0; i < 9; ++i) {
-    logits = e->step(std::vector<Engine::StepInput>{{*b, std::span<const int32_t>(&got.back(), 1)}});
+    logits = m->step(Batch{{&b, std::span<const int32_t>(&got.back(), 1)}});
     ASSERT_TRUE(logits.ok());
     got.push_back(argmax((*logits)[0]));
   }
   EXPECT_EQ(got, alone(prompt, 10, "cpu"));
   // Truncating into the first (shared with nobody now) block keeps what was asked.
-  EXPECT_EQ(e->truncate_sequence(*b, 5), 5);
-  auto c = e->fork_sequence(*b, 5);  // less than a block: shares nothing
-  ASSERT_TRUE(c.ok());
-  EXPECT_TRUE(e->sequence_tokens(*c).empty());
-  e->close_sequence(*b);
-  e->close_sequence(*c);
-  EXPECT_EQ(e->free_kv_positions(), 256 - 16 * ((static_cast<int64_t>(e->n_past()) + 15) / 16));
+  EXPECT_EQ(b.truncate(5), 5);
+  {
+    auto c = b.fork(5);  // less than a block: shares nothing
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE(c->tokens().empty());
+    EXPECT_TRUE(c->is_open());
+  }
+  b = Session();  // moving a closed session in closes b
+  EXPECT_EQ(m->free_kv_positions(), 256);
 }
 
 TEST(BatchPool, TruncatingIntoASharedBlockBacksOffToItsStart) {
-  auto e = load(16, 256);
-  ASSERT_NE(e, nullptr);
-  auto a = e->open_sequence();
-  ASSERT_TRUE(a.ok());
+  auto m = load(16, 256);
+  ASSERT_NE(m, nullptr);
+  Session a = open(*m);
   const std::vector<int32_t> forty(40, 7);
-  ASSERT_TRUE(e->step(std::vector<Engine::StepInput>{{*a, forty}}).ok());
-  auto b = e->fork_sequence(*a, 40);
+  ASSERT_TRUE(m->step(Batch{{&a, forty}}).ok());
+  auto b = a.fork(40);
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(e->sequence_tokens(*b).size(), 32u);
-  EXPECT_EQ(e->truncate_sequence(*a, 20), 16);  // block 1 is shared with b: not written into
-  EXPECT_EQ(e->truncate_sequence(*b, 20), 20);  // a gave it up: b's alone now
-  ASSERT_TRUE(e->step(std::vector<Engine::StepInput>{{*a, forty}, {*b, forty}}).ok());
+  EXPECT_EQ(b->tokens().size(), 32u);
+  EXPECT_EQ(m->free_kv_positions(), 256 - 48);
+  EXPECT_EQ(a.truncate(20), 16);  // block 1 is shared with b: not written into
+  EXPECT_EQ(b->truncate(20), 20);  // a gave it up: b's alone now
+  ASSERT_TRUE(m->step(Batch{{&a, forty}, {&*b, forty}}).ok());
+}
+
+// Destroying sessions gives every block back, whatever order the holders of a shared prefix
+// go in; a moved-from session holds nothing.
+TEST(BatchPool, DestroyedSessionsReturnTheirBlocks) {
+  auto m = load(16, 128);
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> fifty(50, 9);  // 4 blocks
+  {
+    Session a = open(*m);
+    ASSERT_TRUE(a.eval(fifty, false).ok());
+    EXPECT_EQ(m->free_kv_positions(), 128 - 64);
+    auto b = a.fork(50);  // 3 whole blocks shared
+    ASSERT_TRUE(b.ok());
+    Session c = std::move(*b);
+    EXPECT_FALSE(b->is_open());
+    EXPECT_TRUE(b->tokens().empty());
+    ASSERT_TRUE(c.eval(std::vector<int32_t>(10, 3), false).ok());  // 48 + 10 tokens: one block more
+    EXPECT_EQ(m->free_kv_positions(), 128 - 80);
+    a.close();
+    EXPECT_EQ(m->free_kv_positions(), 128 - 64);  // a's last block; the shared three stay with c
+    a.close();  // closing twice is harmless
+  }
+  EXPECT_EQ(m->free_kv_positions(), 128);
+}
+
+// Misuse is a Status (or an empty answer), never a crash: a closed or default session, one of
+// another model, a session that outlives its model, an empty step.
+TEST(BatchPool, MisuseIsAnErrorNotACrash) {
+  auto m = load(16, 64);
+  auto other = load(16, 64);
+  ASSERT_TRUE(m && other);
+  const std::vector<int32_t> three = {1, 2, 3};
+  Session none;
+  EXPECT_FALSE(none.is_open());
+  EXPECT_EQ(none.eval(three, false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(none.fork(1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(none.truncate(0), 0);
+  EXPECT_EQ(m->step(Batch{{&none, three}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->step(Batch{{nullptr, three}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->step(Batch{}).status().code(), StatusCode::kInvalidArgument);
+  Session theirs = open(*other);
+  auto wrong = m->step(Batch{{&theirs, three}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("another model"), std::string::npos) << wrong.status().message();
+  Session mine = open(*m);
+  EXPECT_EQ(mine.eval(std::vector<int32_t>{1, -4}, false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(mine.eval(std::vector<int32_t>(65, 1), false).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(mine.eval({}, false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(mine.n_past(), 0);
+  ASSERT_TRUE(mine.eval(three, false).ok());
+  m.reset();  // the model goes first: the session is a handle and answers "closed"
+  EXPECT_FALSE(mine.is_open());
+  EXPECT_TRUE(mine.tokens().empty());
+  EXPECT_EQ(mine.eval(three, false).status().code(), StatusCode::kInvalidArgument);
+  mine.close();
 }
 
 }  // namespace

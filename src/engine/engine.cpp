@@ -42,7 +42,7 @@ uint64_t available_host_memory() {
   return 0;
 }
 
-ModelSummary summarize_model(const Model& m) {
+ModelSummary summarize_model(const Network& m) {
   const ModelConfig& c = m.config();
   ModelSummary s;
   s.name = c.name;
@@ -73,7 +73,9 @@ ModelSummary summarize_model(const Model& m) {
   return s;
 }
 
-Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(std::shared_ptr<EngineCore> core) : core_(std::move(core)) {}
+Model::~Model() = default;
+Engine::Engine(std::shared_ptr<EngineCore> core, Session session) : Model(std::move(core)), session_(std::move(session)) {}
 Engine::~Engine() = default;
 
 namespace {
@@ -93,17 +95,21 @@ Status requantize_head(EngineCore& impl) {
 
 }  // namespace
 
-Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
-  // Containers sized from the file (vocabulary, tensor tables) may still fail to grow.
-  try {
-    BITNET_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, load_impl(options));
-    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
-  } catch (const std::bad_alloc&) {
-    return out_of_memory(options.model_path + ": host memory allocation failed while loading");
-  }
+Result<std::unique_ptr<Model>> Model::load(const EngineOptions& options) {
+  BITNET_ASSIGN_OR_RETURN(std::shared_ptr<EngineCore> core, load_core(options));
+  return std::unique_ptr<Model>(new Model(std::move(core)));
 }
 
-Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& options) {
+Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
+  BITNET_ASSIGN_OR_RETURN(std::shared_ptr<EngineCore> core, load_core(options));
+  BITNET_ASSIGN_OR_RETURN(const int32_t seq, core->open_sequence());
+  Session session(core, seq);
+  return std::unique_ptr<Engine>(new Engine(std::move(core), std::move(session)));
+}
+
+namespace {
+
+Result<std::shared_ptr<EngineCore>> load_core_unguarded(const EngineOptions& options) {
   if (options.n_ctx < 0) return invalid_argument("context length must not be negative");
   if (options.n_batch <= 0) return invalid_argument("batch size must be positive");
   if (options.kv_block < 0 || options.kv_block > 4096 || (options.kv_block & (options.kv_block - 1)) != 0) {
@@ -112,12 +118,12 @@ Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& opt
   if (options.cache_type != "f16" && options.cache_type != "f32") {
     return invalid_argument(fmt::format("unknown KV cache type '{}' (allowed: f16, f32)", options.cache_type));
   }
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_shared<EngineCore>();
   impl->options = options;
   impl->kv_type = options.cache_type == "f32" ? hal::KvType::kF32 : hal::KvType::kF16;
   const std::string& path = options.model_path;
   BITNET_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
-  auto model = Model::from_gguf(impl->file);
+  auto model = Network::from_gguf(impl->file);
   if (!model.ok()) return model.status().with_context(path);
   impl->model = std::move(model).value();
   if (!options.head_type.empty()) BITNET_RETURN_IF_ERROR(requantize_head(*impl).with_context(path));
@@ -131,12 +137,11 @@ Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& opt
   }
   impl->n_ctx = options.n_ctx > 0 ? options.n_ctx : c.n_ctx_train;
   impl->n_batch = options.n_batch;
-  if (options.kv_block > 0) {  // a pool of whole blocks, sequence 0 open
+  if (options.kv_block > 0) {  // a pool of whole blocks
     impl->kv_block = options.kv_block;
     impl->n_ctx = (impl->n_ctx + options.kv_block - 1) / options.kv_block * options.kv_block;
     for (int64_t b = impl->n_ctx / options.kv_block - 1; b >= 0; --b) impl->free_blocks.push_back(static_cast<int32_t>(b));
     impl->block_refs.assign(static_cast<size_t>(impl->n_ctx / options.kv_block), 0);
-    impl->seqs[0] = {};
   }
 
   for (const std::string& w : find_suspicious_weights(impl->model)) {
@@ -175,140 +180,71 @@ Result<std::unique_ptr<Engine::Impl>> Engine::load_impl(const EngineOptions& opt
   return impl;
 }
 
-const ModelSummary& Engine::model() const { return impl_->summary; }
-std::string Engine::device_summary() const {
-  return fmt::format("requested={} detected=[{}] selected={}", impl_->options.device,
-                     fmt::join(impl_->plan.detected, ","), impl_->device().id);
+}  // namespace
+
+Result<std::shared_ptr<EngineCore>> Model::load_core(const EngineOptions& options) {
+  // Containers sized from the file (vocabulary, tensor tables) may still fail to grow.
+  try {
+    return load_core_unguarded(options);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(options.model_path + ": host memory allocation failed while loading");
+  }
 }
-std::string Engine::backend_name() const { return impl_->device().id; }
+
+
+const ModelSummary& Model::summary() const { return core_->summary; }
+std::string Model::device_summary() const {
+  return fmt::format("requested={} detected=[{}] selected={}", core_->options.device,
+                     fmt::join(core_->plan.detected, ","), core_->device().id);
+}
+std::string Model::backend_name() const { return core_->device().id; }
 // A broken engine (see EngineCore::broken) has no backend: these report that instead.
-std::string Engine::device_name() const {
-  return impl_->backend ? impl_->backend->info().device : "none (" + impl_->broken.message() + ")";
+std::string Model::device_name() const {
+  return core_->backend ? core_->backend->info().device : "none (" + core_->broken.message() + ")";
 }
-int Engine::n_threads() const { return impl_->backend ? impl_->backend->info().n_threads : 0; }
-int64_t Engine::n_ctx() const { return impl_->n_ctx; }
-std::string Engine::kv_type() const {
-  return std::string(hal::kv_type_name(impl_->backend ? impl_->backend->stats().kv_type : impl_->kv_type));
+int Model::n_threads() const { return core_->backend ? core_->backend->info().n_threads : 0; }
+int64_t Model::n_ctx() const { return core_->n_ctx; }
+int64_t Model::kv_block() const { return core_->kv_block; }
+std::string Model::kv_type() const {
+  return std::string(hal::kv_type_name(core_->backend ? core_->backend->stats().kv_type : core_->kv_type));
 }
-std::vector<std::string> Engine::kernels_used() const {
-  return impl_->backend ? impl_->backend->kernels_used() : std::vector<std::string>{};
+std::vector<std::string> Model::kernels_used() const {
+  return core_->backend ? core_->backend->kernels_used() : std::vector<std::string>{};
 }
-std::vector<Fallback> Engine::fallbacks() const { return impl_->fallbacks; }
-std::vector<std::string> Engine::warnings() const { return impl_->warnings; }
+std::vector<Fallback> Model::fallbacks() const { return core_->fallbacks; }
+std::vector<std::string> Model::warnings() const { return core_->warnings; }
 
-std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
-  return impl_->tokenizer->encode(text, add_bos, parse_special);
+std::vector<int32_t> Model::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+  return core_->tokenizer->encode(text, add_bos, parse_special);
 }
-std::string Engine::token_to_piece(int32_t id) const { return impl_->tokenizer->token_to_piece(id); }
-std::string Engine::detokenize(std::span<const int32_t> ids) const { return impl_->tokenizer->decode(ids); }
-bool Engine::add_bos_default() const { return impl_->tokenizer->add_bos_default(); }
-std::optional<int32_t> Engine::bos_id() const { return impl_->tokenizer->bos_id(); }
-bool Engine::is_end_of_generation(int32_t id) const { return impl_->tokenizer->is_end_of_generation(id); }
-int64_t Engine::n_vocab() const { return impl_->model.config().n_vocab; }
-int64_t Engine::n_past() const { return static_cast<int64_t>(cached_tokens().size()); }
-void Engine::reset() { truncate(0); }
+std::string Model::token_to_piece(int32_t id) const { return core_->tokenizer->token_to_piece(id); }
+std::string Model::detokenize(std::span<const int32_t> ids) const { return core_->tokenizer->decode(ids); }
+bool Model::add_bos_default() const { return core_->tokenizer->add_bos_default(); }
+std::optional<int32_t> Model::bos_id() const { return core_->tokenizer->bos_id(); }
+bool Model::is_end_of_generation(int32_t id) const { return core_->tokenizer->is_end_of_generation(id); }
+int64_t Model::n_vocab() const { return core_->model.config().n_vocab; }
 
-std::span<const int32_t> Engine::cached_tokens() const {
-  return impl_->kv_block > 0 ? std::span<const int32_t>(impl_->seqs.at(0).tokens) : std::span<const int32_t>(impl_->history);
-}
-
-void Engine::truncate(int64_t n) {
-  if (impl_->kv_block > 0) {
-    impl_->truncate_sequence(impl_->seqs.at(0), n);
-    return;
-  }
-  if (n >= 0 && n < static_cast<int64_t>(impl_->history.size())) impl_->history.resize(static_cast<size_t>(n));
-}
-
-Result<int32_t> Engine::open_sequence() {
-  if (impl_->kv_block <= 0) return unsupported("several sequences need a paged KV cache (EngineOptions::kv_block)");
-  const int32_t id = impl_->next_seq++;
-  impl_->seqs[id] = {};
-  return id;
-}
-
-void Engine::close_sequence(int32_t seq) {
-  const auto it = impl_->seqs.find(seq);
-  if (seq == 0 || it == impl_->seqs.end()) return;
-  impl_->truncate_sequence(it->second, 0);
-  for (int32_t b : it->second.blocks) impl_->drop_block(b);
-  impl_->seqs.erase(it);
-}
-
-Result<int32_t> Engine::fork_sequence(int32_t src, int64_t n) {
-  if (impl_->kv_block <= 0) return unsupported("several sequences need a paged KV cache (EngineOptions::kv_block)");
-  const auto it = impl_->seqs.find(src);
-  if (it == impl_->seqs.end()) return invalid_argument(fmt::format("no sequence {}", src));
-  const int64_t full = std::min<int64_t>(n, static_cast<int64_t>(it->second.tokens.size())) / impl_->kv_block;
-  EngineCore::Sequence fork;
-  fork.blocks.assign(it->second.blocks.begin(), it->second.blocks.begin() + full);
-  fork.tokens.assign(it->second.tokens.begin(), it->second.tokens.begin() + full * impl_->kv_block);
-  for (int32_t b : fork.blocks) ++impl_->block_refs[static_cast<size_t>(b)];
-  const int32_t id = impl_->next_seq++;
-  impl_->seqs[id] = std::move(fork);
-  return id;
-}
-
-std::span<const int32_t> Engine::sequence_tokens(int32_t seq) const {
-  if (impl_->kv_block <= 0) return seq == 0 ? cached_tokens() : std::span<const int32_t>{};
-  const auto it = impl_->seqs.find(seq);
-  return it == impl_->seqs.end() ? std::span<const int32_t>{} : std::span<const int32_t>(it->second.tokens);
-}
-
-int64_t Engine::truncate_sequence(int32_t seq, int64_t n) {
-  if (impl_->kv_block <= 0) {
-    if (seq == 0) truncate(n);
-    return seq == 0 ? n_past() : 0;
-  }
-  const auto it = impl_->seqs.find(seq);
-  return it == impl_->seqs.end() ? 0 : impl_->truncate_sequence(it->second, n);
-}
-
-int64_t Engine::free_kv_positions() const {
-  if (impl_->kv_block <= 0) return impl_->n_ctx - n_past();
-  return static_cast<int64_t>(impl_->free_blocks.size()) * impl_->kv_block;
-}
-
-Result<std::vector<std::vector<float>>> Engine::step(std::span<const StepInput> batch) {
-  if (impl_->kv_block <= 0) return unsupported("several sequences need a paged KV cache (EngineOptions::kv_block)");
-  std::vector<float> flat;
-  BITNET_RETURN_IF_ERROR(impl_->forward(batch, false, flat));
-  const auto n_vocab = static_cast<size_t>(impl_->model.config().n_vocab);
-  std::vector<std::vector<float>> out(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) out[i].assign(flat.begin() + i * n_vocab, flat.begin() + (i + 1) * n_vocab);
-  return out;
-}
-
-std::string Engine::chat_template() const {
-  auto t = impl_->file.get_string("tokenizer.chat_template");
+std::string Model::chat_template() const {
+  auto t = core_->file.get_string("tokenizer.chat_template");
   return t.ok() && t->has_value() ? std::string(**t) : std::string();
 }
-std::string Engine::bos_token() const {
-  const std::optional<int32_t> id = impl_->tokenizer->bos_id();
-  return id ? impl_->tokenizer->token_text(*id) : std::string();
+std::string Model::bos_token() const {
+  const std::optional<int32_t> id = core_->tokenizer->bos_id();
+  return id ? core_->tokenizer->token_text(*id) : std::string();
 }
-std::string Engine::eos_token() const {
-  const std::optional<int32_t> id = impl_->tokenizer->eos_id();
-  return id ? impl_->tokenizer->token_text(*id) : std::string();
+std::string Model::eos_token() const {
+  const std::optional<int32_t> id = core_->tokenizer->eos_id();
+  return id ? core_->tokenizer->token_text(*id) : std::string();
+}
+
+int64_t Model::free_kv_positions() const {
+  const EngineCore& c = *core_;
+  if (c.kv_block > 0) return static_cast<int64_t>(c.free_blocks.size()) * c.kv_block;
+  return c.n_ctx - (c.seqs.empty() ? 0 : static_cast<int64_t>(c.seqs.begin()->second.tokens.size()));
 }
 
 Result<std::vector<float>> Engine::eval(std::span<const int32_t> tokens, bool all_logits) {
-  Impl& m = *impl_;
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) return invalid_argument("no tokens to evaluate");
-  if (n_past() + n > m.n_ctx) {
-    return out_of_range(fmt::format("{} tokens after {} exceed the context length {} (raise -c)",
-                                    n, n_past(), m.n_ctx));
-  }
-  const int64_t n_vocab = m.model.config().n_vocab;
-  for (int32_t id : tokens) {
-    if (id < 0 || id >= n_vocab) {
-      return invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1));
-    }
-  }
-  std::vector<float> logits;
-  BITNET_RETURN_IF_ERROR(m.run(tokens, all_logits, logits));
-  return logits;
+  return session_.eval(tokens, all_logits);
 }
 
 Status Engine::generate(std::string_view prompt, const SamplingParams& sampling, int64_t n_predict,
@@ -317,7 +253,7 @@ Status Engine::generate(std::string_view prompt, const SamplingParams& sampling,
   if (tokens.empty()) return invalid_argument("the prompt is empty and the vocabulary has no BOS token");
   // A SentencePiece vocabulary marks word starts with a space; at the very start of the
   // text that space is not part of it (llama.cpp and run.c strip it the same way).
-  bool at_text_start = prompt.empty() && impl_->tokenizer->kind() == TokenizerKind::kSpm;
+  bool at_text_start = prompt.empty() && core().tokenizer->kind() == TokenizerKind::kSpm;
   reset();
   return generate_tokens(tokens, sampling, n_predict,
                          [&](int32_t, std::string_view piece) {

@@ -4,16 +4,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <functional>
 #include <map>
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "bitnet/engine.h"
+#include "core/check.h"
 #include "gguf/gguf.h"
 #include "hal/backend.h"
 #include "hal/registry.h"
@@ -29,7 +32,7 @@ uint64_t available_host_memory();
 struct EngineCore {
   EngineOptions options;
   gguf::File file;
-  Model model;
+  Network model;
   std::vector<uint8_t> head_bytes;     // the output head requantized at load (--head-type)
   std::optional<Tokenizer> tokenizer;  // engaged once loaded
   hal::SelectionPlan plan;
@@ -41,12 +44,17 @@ struct EngineCore {
   int64_t n_ctx = 0;
   int64_t n_batch = 512;
   hal::KvType kv_type = hal::KvType::kF16;  // asked for (options.cache_type); the backend may store F32
-  std::vector<int32_t> history;        // tokens in the KV cache (positions 0..n_past-1); plain cache
-  // A paged cache (kv_block > 0): sequences own blocks of kv_block positions; sequence 0 is
-  // the default one (eval, n_past, ...) and `history` is unused.
+  // The sequences in the KV cache, one per open Session. A plain cache (kv_block == 0) holds
+  // at most one, sequence 0, without blocks; a paged one (kv_block > 0) any number, each
+  // owning blocks of kv_block positions.
   struct Sequence {
     std::vector<int32_t> blocks;
     std::vector<int32_t> tokens;  // in the cache, positions 0..
+  };
+  // A sequence's new tokens in one forward pass.
+  struct SeqTokens {
+    int32_t seq;
+    std::span<const int32_t> tokens;
   };
   int64_t kv_block = 0;
   std::vector<int32_t> free_blocks;
@@ -63,7 +71,7 @@ struct EngineCore {
     if (--block_refs[static_cast<size_t>(b)] == 0) free_blocks.push_back(b);
   }
   std::map<int32_t, Sequence> seqs;
-  int32_t next_seq = 1;
+  int32_t next_seq = 0;
   // Makes the backend of a device; tests swap in one that injects faults (as leveldb's Env).
   std::function<Result<std::unique_ptr<hal::Backend>>(const hal::DeviceInfo&, const EngineOptions&)> make_backend =
       [](const hal::DeviceInfo& d, const EngineOptions& o) { return hal::create_backend(d, {o.n_threads, o.cpu_isa}); };
@@ -155,21 +163,14 @@ struct EngineCore {
       }
       fallbacks.push_back({from, device().id, failure.to_string()});
       log(fmt::format("fallback: {} -> {}: {}", from, device().id, failure.to_string()));
-      if (kv_block > 0) return replay_sequences();
-      const std::vector<int32_t> replay = std::move(history);
-      history.clear();
-      if (!replay.empty()) {
-        std::vector<float> unused;
-        BITNET_RETURN_IF_ERROR(run(replay, false, unused));
-      }
-      return {};
+      return replay_sequences();
     }
     const Status s = failure.with_context(fmt::format("{} failed and no device is left to fall back to", from));
     if (backend == nullptr) broken = s;
     return s;
   }
 
-  // One forward pass over `tokens` at position history.size(), on the current backend, with
+  // One forward pass of `graph` over `tokens` on the current backend, with
   // the recovery rules: out of memory -> free scratch and retry once; then, or when the
   // device is lost, the next device.
   Status compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> out) {
@@ -183,22 +184,23 @@ struct EngineCore {
     return s;
   }
 
-  Status run(std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits) {
+  // Evaluates `tokens` at the end of sequence `id` (which must exist), n_batch per forward
+  // pass: logits of every token when all_logits, else of the last one.
+  Status run(int32_t id, std::span<const int32_t> tokens, bool all_logits, std::vector<float>& logits) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     BITNET_RETURN_IF_ERROR(usable());
-    if (kv_block > 0) {  // sequence 0 of the paged cache, n_batch tokens per pass
-      const int64_t n_vocab = model.config().n_vocab;
+    if (kv_block > 0) {
       logits.clear();
       for (int64_t i0 = 0; i0 < n; i0 += n_batch) {
         const int64_t n_chunk = std::min(n_batch, n - i0);
-        const Engine::StepInput in{0, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(n_chunk))};
+        const SeqTokens in{id, tokens.subspan(static_cast<size_t>(i0), static_cast<size_t>(n_chunk))};
         std::vector<float> out;
         BITNET_RETURN_IF_ERROR(forward(std::span(&in, 1), all_logits, out));
         if (all_logits || i0 + n_chunk == n) logits.insert(logits.end(), out.begin(), out.end());
       }
-      (void)n_vocab;
       return {};
     }
+    std::vector<int32_t>& history = seqs.at(id).tokens;  // the plain cache's one sequence
     const int64_t n_vocab = model.config().n_vocab;
     BITNET_RETURN_IF_ERROR(guard_alloc("allocating the logits", [&]() -> Status {
       logits.assign(static_cast<size_t>((all_logits ? n : 1) * n_vocab), 0.0f);
@@ -225,41 +227,63 @@ struct EngineCore {
 
 
 
-  // The paged cache: every sequence's tokens again (on a new device), in its own blocks.
+  // Every sequence's tokens again (on a new device), into the blocks it holds (a prefix
+  // shared by forks is written once per holder, with the same values).
   Status replay_sequences() {
     for (auto& [id, seq] : seqs) {
       const std::vector<int32_t> replay = std::move(seq.tokens);
       seq.tokens.clear();
-      for (size_t i = 0; i < replay.size(); i += static_cast<size_t>(n_batch)) {
-        const size_t n = std::min(static_cast<size_t>(n_batch), replay.size() - i);
-        const Engine::StepInput in{id, std::span<const int32_t>(replay).subspan(i, n)};
-        std::vector<float> unused;
-        BITNET_RETURN_IF_ERROR(forward(std::span(&in, 1), false, unused));
-      }
+      if (replay.empty()) continue;
+      std::vector<float> unused;
+      BITNET_RETURN_IF_ERROR(run(id, replay, false, unused));
     }
     return {};
   }
 
-  // One forward pass over the paged cache: each entry's tokens appended to its sequence.
-  // logits: each entry's last row ([n_entries][n_vocab]), or every row of the single entry
-  // when all_rows. Blocks are taken from the pool first and given back if the pass fails.
-  Status forward(std::span<const Engine::StepInput> batch, bool all_rows, std::vector<float>& logits) {
-    BITNET_RETURN_IF_ERROR(usable());
+  // The caller's part of a step: open sequences, each once, with tokens of the vocabulary
+  // that fit the context after them.
+  Status check_step(std::span<const SeqTokens> batch) const {
     if (batch.empty()) return invalid_argument("an empty step");
     const int64_t n_vocab = model.config().n_vocab;
-    int64_t n = 0, need = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       const auto it = seqs.find(batch[i].seq);
       if (it == seqs.end()) return invalid_argument(fmt::format("no sequence {}", batch[i].seq));
       for (size_t j = 0; j < i; ++j) {
         if (batch[j].seq == batch[i].seq) return invalid_argument(fmt::format("sequence {} twice in one step", batch[i].seq));
       }
-      if (batch[i].tokens.empty()) return invalid_argument("no tokens to evaluate");
-      for (int32_t id : batch[i].tokens) {
+      const std::span<const int32_t> tokens = batch[i].tokens;
+      if (tokens.empty()) return invalid_argument("no tokens to evaluate");
+      for (int32_t id : tokens) {
         if (id < 0 || id >= n_vocab) return invalid_argument(fmt::format("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1));
       }
+      const int64_t n_past = static_cast<int64_t>(it->second.tokens.size());
+      if (n_past + static_cast<int64_t>(tokens.size()) > n_ctx) {
+        return out_of_range(fmt::format("{} tokens after {} exceed the context length {} (raise -c)", tokens.size(), n_past, n_ctx));
+      }
+    }
+    return {};
+  }
+
+  // One step over several sequences (checked): each entry's last logits, [n_entries][n_vocab].
+  // A plain cache holds one sequence, so its batches have one entry.
+  Status step(std::span<const SeqTokens> batch, std::vector<float>& logits) {
+    BITNET_RETURN_IF_ERROR(check_step(batch));
+    if (kv_block > 0) return forward(batch, false, logits);
+    BITNET_CHECK(batch.size() == 1);
+    return run(batch[0].seq, batch[0].tokens, false, logits);
+  }
+
+  // One forward pass over the paged cache: each entry's tokens appended to its sequence.
+  // logits: each entry's last row ([n_entries][n_vocab]), or every row of the single entry
+  // when all_rows. Blocks are taken from the pool first and given back if the pass fails.
+  Status forward(std::span<const SeqTokens> batch, bool all_rows, std::vector<float>& logits) {
+    BITNET_RETURN_IF_ERROR(usable());
+    BITNET_RETURN_IF_ERROR(check_step(batch));
+    const int64_t n_vocab = model.config().n_vocab;
+    int64_t n = 0, need = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto it = seqs.find(batch[i].seq);
       const int64_t len = static_cast<int64_t>(it->second.tokens.size()) + static_cast<int64_t>(batch[i].tokens.size());
-      if (len > n_ctx) return out_of_range(fmt::format("sequence {} would hold {} tokens; the context is {}", batch[i].seq, len, n_ctx));
       need += std::max<int64_t>(0, (len + kv_block - 1) / kv_block - static_cast<int64_t>(it->second.blocks.size()));
       n += static_cast<int64_t>(batch[i].tokens.size());
     }
@@ -269,7 +293,7 @@ struct EngineCore {
                                       free_blocks.size()));
     }
     std::vector<std::pair<int32_t, size_t>> taken;  // (sequence, blocks it had) to roll back
-    for (const Engine::StepInput& in : batch) {
+    for (const SeqTokens& in : batch) {
       Sequence& seq = seqs[in.seq];
       taken.emplace_back(in.seq, seq.blocks.size());
       const int64_t len = static_cast<int64_t>(seq.tokens.size() + in.tokens.size());
@@ -281,7 +305,7 @@ struct EngineCore {
     }
     std::vector<int32_t> tokens, out_rows;
     hal::KvMap map;
-    for (const Engine::StepInput& in : batch) {
+    for (const SeqTokens& in : batch) {
       const Sequence& seq = seqs[in.seq];
       const auto begin = static_cast<int32_t>(map.tables.size());
       map.tables.insert(map.tables.end(), seq.blocks.begin(), seq.blocks.end());
@@ -313,7 +337,7 @@ struct EngineCore {
       }
       return s;
     }
-    for (const Engine::StepInput& in : batch) {
+    for (const SeqTokens& in : batch) {
       Sequence& seq = seqs[in.seq];
       seq.tokens.insert(seq.tokens.end(), in.tokens.begin(), in.tokens.end());
     }
@@ -335,9 +359,53 @@ struct EngineCore {
     }
     return n;
   }
+
+  // Sessions' sequences. A plain cache holds one, sequence 0.
+  Result<int32_t> open_sequence() {
+    if (kv_block <= 0) {
+      if (!seqs.empty()) {
+        return unsupported("a plain KV cache holds one session; several need a paged cache (EngineOptions::kv_block)");
+      }
+      seqs[0] = {};
+      return 0;
+    }
+    const int32_t id = next_seq++;
+    seqs[id] = {};
+    return id;
+  }
+
+  void close_sequence(int32_t id) {
+    const auto it = seqs.find(id);
+    if (it == seqs.end()) return;
+    for (int32_t b : it->second.blocks) drop_block(b);
+    seqs.erase(it);
+  }
+
+  // Keeps the first n tokens of sequence `id`; returns how many it kept.
+  int64_t truncate(int32_t id, int64_t n) {
+    const auto it = seqs.find(id);
+    if (it == seqs.end()) return 0;
+    std::vector<int32_t>& tokens = it->second.tokens;
+    if (kv_block > 0) return truncate_sequence(it->second, n);
+    if (n >= 0 && n < static_cast<int64_t>(tokens.size())) tokens.resize(static_cast<size_t>(n));
+    return static_cast<int64_t>(tokens.size());
+  }
+
+  // A new sequence sharing the whole blocks of `src`'s first n tokens.
+  Result<int32_t> fork_sequence(int32_t src, int64_t n) {
+    if (kv_block <= 0) return unsupported("forking a session needs a paged KV cache (EngineOptions::kv_block)");
+    const auto it = seqs.find(src);
+    if (it == seqs.end()) return invalid_argument(fmt::format("no sequence {}", src));
+    const int64_t full = std::clamp<int64_t>(n, 0, static_cast<int64_t>(it->second.tokens.size())) / kv_block;
+    Sequence fork;
+    fork.blocks.assign(it->second.blocks.begin(), it->second.blocks.begin() + full);
+    fork.tokens.assign(it->second.tokens.begin(), it->second.tokens.begin() + full * kv_block);
+    for (int32_t b : fork.blocks) ++block_refs[static_cast<size_t>(b)];
+    const int32_t id = next_seq++;
+    seqs[id] = std::move(fork);
+    return id;
+  }
 };
 
-
-struct Engine::Impl : EngineCore {};
 
 }  // namespace bitnet

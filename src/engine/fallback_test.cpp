@@ -73,7 +73,7 @@ class EngineFallback : public testing::Test {
     auto file = gguf::File::open(path_.string());
     EXPECT_TRUE(file.ok());
     c->file = std::move(*file);
-    auto model = Model::from_gguf(c->file);
+    auto model = Network::from_gguf(c->file);
     EXPECT_TRUE(model.ok());
     c->model = std::move(*model);
     c->n_ctx = 64;
@@ -86,6 +86,7 @@ class EngineFallback : public testing::Test {
     cpu.id = "cpu-scalar";
     c->plan.candidates = {faulty, cpu};
     if (only_faulty) c->plan.candidates.pop_back();
+    EXPECT_TRUE(c->open_sequence().ok());
     c->make_backend = [fail_at, code, this](const hal::DeviceInfo& d, const EngineOptions& o) -> Result<std::unique_ptr<hal::Backend>> {
       if (d.backend == "faulty") return std::unique_ptr<hal::Backend>(new FaultyBackend(fail_at, code, &scratch_releases_));
       return hal::create_backend(d, {o.n_threads, o.cpu_isa});
@@ -100,10 +101,10 @@ class EngineFallback : public testing::Test {
   static Status run(EngineCore& c, std::vector<std::vector<float>>& out) {
     const std::vector<int32_t> prompt = {1, 300, 301, 302, 303, 304, 305, 306, 307, 308};
     out.emplace_back();
-    BITNET_RETURN_IF_ERROR(c.run(prompt, false, out.back()));
+    BITNET_RETURN_IF_ERROR(c.run(0, prompt, false, out.back()));
     for (int32_t t : {400, 401}) {
       out.emplace_back();
-      BITNET_RETURN_IF_ERROR(c.run(std::vector<int32_t>{t}, false, out.back()));
+      BITNET_RETURN_IF_ERROR(c.run(0, std::vector<int32_t>{t}, false, out.back()));
     }
     return {};
   }
@@ -148,7 +149,7 @@ TEST_F(EngineFallback, DeviceLostMovesToTheNextDeviceAndReplaysTheCache) {
   EXPECT_EQ(c->fallbacks[0].from, "faulty:0");
   EXPECT_EQ(c->fallbacks[0].to, "cpu-scalar");
   EXPECT_NE(c->fallbacks[0].reason.find("injected fault"), std::string::npos);
-  EXPECT_EQ(c->history.size(), 12u);
+  EXPECT_EQ(c->seqs.at(0).tokens.size(), 12u);
 }
 
 TEST_F(EngineFallback, PersistentOutOfMemoryFallsBackAfterOneRetry) {
@@ -181,7 +182,7 @@ TEST_F(EngineFallback, LostDeviceWithNothingLeftRefusesEveryLaterCall) {
   EXPECT_EQ(c->backend, nullptr);
   // Later calls get the reason, never a null dereference.
   std::vector<float> logits;
-  const Status again = c->run(std::vector<int32_t>{5}, false, logits);
+  const Status again = c->run(0, std::vector<int32_t>{5}, false, logits);
   EXPECT_EQ(again.code(), StatusCode::kDeviceLost);
   EXPECT_NE(again.message().find("the engine has no working device"), std::string::npos) << again.message();
   EXPECT_FALSE(c->usable().ok());
@@ -197,7 +198,7 @@ TEST_F(EngineFallback, PersistentOutOfMemoryWithNothingLeftKeepsTheDevice) {
   EXPECT_EQ(c->device().id, "faulty:0");
   // The device still works for the next request, from the position the failure left.
   std::vector<float> logits;
-  EXPECT_TRUE(c->run(std::vector<int32_t>{5, 6}, false, logits).ok());
+  EXPECT_TRUE(c->run(0, std::vector<int32_t>{5, 6}, false, logits).ok());
 }
 
 TEST_F(EngineFallback, BadAllocInComputeIsAnOutOfMemoryAndIsRetried) {

@@ -77,7 +77,7 @@ Result<ModelFileInfo> read_model_file_info(const std::string& path) {
     for (int i = 0; i < t.n_dims; ++i) e.shape.push_back(t.ne[static_cast<size_t>(i)]);
     info.tensors.push_back(std::move(e));
   }
-  auto model = Model::from_gguf(file);
+  auto model = Network::from_gguf(file);
   if (model.ok()) {
     info.summary = summarize_model(*model);
   } else {

@@ -29,7 +29,7 @@ double per_second(int64_t n, double seconds) { return seconds > 0 ? static_cast<
 }  // namespace
 
 Result<std::string> Engine::receipt_json(const GenerateStats& stats) const {
-  const Impl& m = *impl_;
+  const EngineCore& m = core();
   BITNET_RETURN_IF_ERROR(m.usable());
   using nlohmann::json;
   json fallbacks = json::array();

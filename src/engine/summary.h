@@ -6,6 +6,6 @@
 
 namespace bitnet {
 
-ModelSummary summarize_model(const Model& model);
+ModelSummary summarize_model(const Network& model);
 
 }  // namespace bitnet

@@ -18,7 +18,7 @@ int count(const hal::Graph& g, hal::OpKind kind) {
 
 struct Loaded {
   gguf::File file;
-  Model model;
+  Network model;
 };
 
 Loaded synth_model(const std::string& type, const std::string& arch = "bitnet-b1.58", int64_t head_dim = 0) {
@@ -32,7 +32,7 @@ Loaded synth_model(const std::string& type, const std::string& arch = "bitnet-b1
   auto file = gguf::File::open(path.string());
   EXPECT_TRUE(file.ok()) << file.status().to_string();
   Loaded l{std::move(*file), {}};
-  auto model = Model::from_gguf(l.file);
+  auto model = Network::from_gguf(l.file);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   l.model = std::move(*model);
   std::filesystem::remove(path);

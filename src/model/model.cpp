@@ -104,8 +104,8 @@ Result<LayerWeights> load_layer(TableBuilder& t, const ModelConfig& c, int64_t i
 
 }  // namespace
 
-Result<Model> Model::from_gguf(const gguf::File& file) {
-  Model m;
+Result<Network> Network::from_gguf(const gguf::File& file) {
+  Network m;
   BITNET_ASSIGN_OR_RETURN(m.config_, ModelConfig::from_gguf(file));
   const ModelConfig& c = m.config_;
   TableBuilder t(file);
@@ -122,13 +122,13 @@ Result<Model> Model::from_gguf(const gguf::File& file) {
   return m;
 }
 
-hal::Graph Model::build_graph(int64_t n_tokens, int64_t pos0, LogitRows rows) const {
+hal::Graph Network::build_graph(int64_t n_tokens, int64_t pos0, LogitRows rows) const {
   if (rows == LogitRows::kAll) return build_graph(n_tokens, pos0, std::span<const int32_t>{});
   const auto last = static_cast<int32_t>(n_tokens - 1);
   return build_graph(n_tokens, pos0, std::span<const int32_t>(&last, 1));
 }
 
-hal::Graph Model::build_graph(int64_t n_tokens, int64_t pos0, std::span<const int32_t> out_rows) const {
+hal::Graph Network::build_graph(int64_t n_tokens, int64_t pos0, std::span<const int32_t> out_rows) const {
   const ModelConfig& c = config_;
   GraphBuilder g(c, table_, n_tokens, pos0);
   const hal::ActId x = g.act("x", c.n_embd);  // [n_tokens][n_embd] residual stream

@@ -38,10 +38,12 @@ struct ModelWeights {
 
 enum class LogitRows { kLast, kAll };
 
-class Model {
+// What a model computes: its configuration, its weight table (bytes mapped from the file)
+// and the op lists of a forward step. Never sees a device.
+class Network {
  public:
-  // Reads the configuration and maps every tensor; the File must outlive the Model.
-  static Result<Model> from_gguf(const gguf::File& file);
+  // Reads the configuration and maps every tensor; the File must outlive the Network.
+  static Result<Network> from_gguf(const gguf::File& file);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

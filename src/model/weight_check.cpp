@@ -13,7 +13,7 @@ constexpr double kMinNormRms = 1e-3;
 constexpr double kMaxNormRms = 1e3;
 }  // namespace
 
-std::vector<std::string> find_suspicious_weights(const Model& model) {
+std::vector<std::string> find_suspicious_weights(const Network& model) {
   std::vector<std::string> found;
   for (const hal::WeightDesc& w : model.weight_table()) {
     const int64_t n = w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3];

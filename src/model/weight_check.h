@@ -11,6 +11,6 @@ namespace bitnet {
 
 // One message per suspicious tensor: non-finite values in any 1-D weight (norms, .scale
 // tensors), or a norm whose root-mean-square lies outside [1e-3, 1e3].
-std::vector<std::string> find_suspicious_weights(const Model& model);
+std::vector<std::string> find_suspicious_weights(const Network& model);
 
 }  // namespace bitnet

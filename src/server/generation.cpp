@@ -1,16 +1,10 @@
 #include "server/generation.h"
 
 #include <algorithm>
-#include <chrono>
-
 
 namespace bitnet::server {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Bytes at the end of s that begin a UTF-8 character not yet complete.
 size_t incomplete_utf8_tail(std::string_view s) {
@@ -38,9 +32,9 @@ size_t held_back(std::string_view pending, std::span<const std::string> stop) {
   return hold;
 }
 
-Generation::Generation(const Engine& engine, const GenerationRequest& request, std::span<const int32_t> prompt,
+Generation::Generation(const Model& model, const GenerationRequest& request, std::span<const int32_t> prompt,
                        int64_t max_tokens, int64_t max_len, std::function<bool(std::string_view)> on_text)
-    : engine_(engine),
+    : model_(model),
       request_(request),
       max_tokens_(max_tokens),
       max_len_(max_len),
@@ -81,14 +75,14 @@ std::optional<int32_t> Generation::next(std::span<const float> logits) {
     return std::nullopt;
   }
   const int32_t id = sampler_.sample(logits, history_);
-  if (engine_.is_end_of_generation(id)) {
+  if (model_.is_end_of_generation(id)) {
     finish("stop");
     return std::nullopt;
   }
   history_.push_back(id);
   ++r_.completion_tokens;
   const size_t before = r_.text.size();
-  r_.text += engine_.token_to_piece(id);
+  r_.text += model_.token_to_piece(id);
   // A stop string may end inside this piece: cut the text where it starts.
   bool hit = false;
   for (const std::string& s : request_.stop) {
@@ -114,49 +108,6 @@ std::optional<int32_t> Generation::next(std::span<const float> logits) {
     return std::nullopt;
   }
   return id;
-}
-
-Result<GenerationResult> generate(Engine& engine, std::span<const int32_t> prompt, const GenerationRequest& request,
-                                  int64_t max_tokens, const std::atomic<bool>& cancel,
-                                  const std::function<bool(std::string_view)>& on_text) {
-  if (prompt.empty()) return invalid_argument("the prompt is empty");
-  const auto n_prompt = static_cast<int64_t>(prompt.size());
-  if (n_prompt >= engine.n_ctx()) {
-    return out_of_range("the prompt has " + std::to_string(n_prompt) + " tokens but the context holds " +
-                        std::to_string(engine.n_ctx()));
-  }
-  Generation gen(engine, request, prompt, max_tokens, engine.n_ctx(), on_text);
-  GenerationResult& r = gen.result();
-  // Reuse the cached prefix, keeping at least the last prompt token to evaluate (its logits).
-  const std::span<const int32_t> cached = engine.cached_tokens();
-  int64_t keep = 0;
-  while (keep < n_prompt - 1 && keep < static_cast<int64_t>(cached.size()) && cached[keep] == prompt[keep]) ++keep;
-  engine.truncate(keep);
-  r.cached_tokens = keep;
-
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits;
-  for (int64_t i = keep; i < n_prompt; i += kPrefillChunk) {
-    if (cancel.load(std::memory_order_relaxed)) {
-      gen.cancel();
-      return r;
-    }
-    const int64_t n = std::min(kPrefillChunk, n_prompt - i);
-    BITNET_ASSIGN_OR_RETURN(logits, engine.eval(prompt.subspan(static_cast<size_t>(i), static_cast<size_t>(n)), false));
-  }
-  r.prompt_seconds = seconds_since(t0);
-  t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    const std::optional<int32_t> id = gen.next(logits);
-    if (!id) break;
-    if (cancel.load(std::memory_order_relaxed)) {
-      gen.cancel();
-      break;
-    }
-    BITNET_ASSIGN_OR_RETURN(logits, engine.eval(std::span<const int32_t>(&*id, 1), false));
-  }
-  r.generation_seconds = seconds_since(t0);
-  return r;
 }
 
 }  // namespace bitnet::server

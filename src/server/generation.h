@@ -1,10 +1,7 @@
-// One request's generation on an Engine: the prompt (after the part already in the KV cache),
-// then sampled tokens, streamed as text deltas that never split a UTF-8 character or show a
-// part of a stop string. Checks `cancel` before every forward step (prefill chunks included),
-// so a vanished client costs at most one step.
+// One request's sampling and text: sampled tokens, streamed as text deltas that never split a
+// UTF-8 character or show a part of a stop string. The Scheduler evaluates its tokens.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <optional>
 #include <span>
@@ -12,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bitnet/engine.h"
+#include "bitnet/model.h"
 #include "bitnet/status.h"
 #include "model/sampler.h"
 #include "server/request.h"
@@ -29,15 +26,12 @@ struct GenerationResult {
   double generation_seconds = 0.0;
 };
 
-// Prompt tokens are evaluated in chunks of this many, with a cancel check between them.
-inline constexpr int64_t kPrefillChunk = 128;
-
-// The sampling and text side of one request, apart from how its tokens are evaluated (alone
-// by generate(), or batched with others by the Scheduler): fed the logits after each
-// evaluated token, it samples, streams the text and says which token to evaluate next.
+// The sampling and text side of one request, apart from how its tokens are evaluated
+// (batched with others by the Scheduler): fed the logits after each evaluated token, it
+// samples, streams the text and says which token to evaluate next.
 class Generation {
  public:
-  Generation(const Engine& engine, const GenerationRequest& request, std::span<const int32_t> prompt, int64_t max_tokens,
+  Generation(const Model& model, const GenerationRequest& request, std::span<const int32_t> prompt, int64_t max_tokens,
              int64_t max_len, std::function<bool(std::string_view)> on_text);
   // The logits after the last evaluated token: the next token to evaluate, or nothing when
   // the generation has finished (result().finish_reason says why).
@@ -50,7 +44,7 @@ class Generation {
   void flush(bool final);
   void finish(const char* reason);
 
-  const Engine& engine_;
+  const Model& model_;
   const GenerationRequest& request_;
   int64_t max_tokens_;
   int64_t max_len_;  // sequence length at which the context is full
@@ -62,12 +56,6 @@ class Generation {
   bool finished_ = false;
   bool client_gone_ = false;
 };
-
-// Runs `request` (its prompt already tokenized) to the end, calling on_text with each delta;
-// on_text returning false cancels like `cancel`.
-Result<GenerationResult> generate(Engine& engine, std::span<const int32_t> prompt, const GenerationRequest& request,
-                                  int64_t max_tokens, const std::atomic<bool>& cancel,
-                                  const std::function<bool(std::string_view)>& on_text);
 
 // Text held back from streaming: the longest tail of `pending` that is an unfinished UTF-8
 // character or the start of a stop string. Exposed for tests.

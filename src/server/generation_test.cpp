@@ -1,9 +1,14 @@
-// The generation loop: stop strings never leak, UTF-8 is never split, cancellation, prefix reuse.
+// The generation loop on the scheduler: stop strings never leak, UTF-8 is never split,
+// cancellation, prefix reuse.
 #include "server/generation.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <future>
+
+#include "server/metrics.h"
+#include "server/scheduler.h"
 
 namespace bitnet::server {
 namespace {
@@ -22,17 +27,46 @@ TEST(HeldBack, UnfinishedUtf8AndStopPrefixes) {
   EXPECT_EQ(held_back("line\n", stop), 1u);
 }
 
-std::unique_ptr<Engine> tiny_engine() {
-  const std::filesystem::path model = std::filesystem::path(BITNET_SOURCE_DIR) / "models/tiny-stories-b158.gguf";
-  EngineOptions o;
-  o.model_path = model.string();
-  o.device = "cpu";
-  o.n_ctx = 256;
-  o.n_threads = 1;
-  auto e = Engine::load(o);
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
-  return e.ok() ? std::move(*e) : nullptr;
-}
+// The real path: a Scheduler over a Model with a paged cache runs each job in a Session.
+class Generate : public testing::Test {
+ protected:
+  void SetUp() override {
+    EngineOptions o;
+    o.model_path = (std::filesystem::path(BITNET_SOURCE_DIR) / "models/tiny-stories-b158.gguf").string();
+    o.device = "cpu";
+    o.n_ctx = 256;
+    o.n_threads = 1;
+    o.kv_block = 16;
+    auto m = Model::load(o);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model_ = std::move(*m);
+    scheduler_ = std::make_unique<Scheduler>(*model_, metrics_, SchedulerOptions{});
+  }
+  void TearDown() override { scheduler_.reset(); }
+
+  // Runs one job to its end; `streamed` gets the deltas; on_text answers false after
+  // `deltas_before_cancel` deltas (-1: never).
+  Result<GenerationResult> run(const std::vector<int32_t>& prompt, GenerationRequest request, int64_t max_tokens,
+                               std::string* streamed = nullptr, int deltas_before_cancel = -1, bool cancelled = false) {
+    auto job = std::make_shared<Job>();
+    job->prompt = prompt;
+    job->request = std::move(request);
+    job->max_tokens = max_tokens;
+    job->cancel = cancelled;
+    int deltas = 0;
+    job->on_text = [streamed, deltas_before_cancel, &deltas](std::string_view d) {
+      if (streamed != nullptr) *streamed += d;
+      return deltas_before_cancel < 0 || ++deltas < deltas_before_cancel;
+    };
+    std::future<Result<GenerationResult>> done = job->done.get_future();
+    EXPECT_TRUE(scheduler_->submit(job));
+    return done.get();
+  }
+
+  Metrics metrics_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
 
 GenerationRequest greedy(std::vector<std::string> stop = {}) {
   GenerationRequest r;
@@ -41,56 +75,48 @@ GenerationRequest greedy(std::vector<std::string> stop = {}) {
   return r;
 }
 
-TEST(Generate, StreamsTheSameTextItReturnsAndReusesTheCachedPrefix) {
-  auto engine = tiny_engine();
-  ASSERT_NE(engine, nullptr);
-  const std::vector<int32_t> prompt = engine->tokenize("Once upon a time", true, false);
-  std::atomic<bool> cancel{false};
+TEST_F(Generate, StreamsTheSameTextItReturnsAndReusesTheCachedPrefix) {
+  const std::vector<int32_t> prompt =
+      model_->tokenize("Once upon a time, there was a little girl named Lily. She loved to play outside in the sun", true, false);
+  ASSERT_GT(prompt.size(), 17u);
   std::string streamed;
-  auto r = generate(*engine, prompt, greedy(), 24, cancel, [&](std::string_view d) {
-    streamed += d;
-    return true;
-  });
+  auto r = run(prompt, greedy(), 24, &streamed);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->completion_tokens, 24);
   EXPECT_EQ(r->finish_reason, "length");
   EXPECT_EQ(streamed, r->text);
   EXPECT_EQ(r->cached_tokens, 0);
-  // The same prompt again: all but its last token come from the KV cache, same greedy text.
-  auto again = generate(*engine, prompt, greedy(), 24, cancel, [](std::string_view) { return true; });
+  // The same prompt again: the whole blocks of all but its last token come from the finished
+  // request's session, and the greedy text is the same.
+  auto again = run(prompt, greedy(), 24);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->cached_tokens, static_cast<int64_t>(prompt.size()) - 1);
+  EXPECT_EQ(again->cached_tokens, static_cast<int64_t>((prompt.size() - 1) / 16 * 16));
   EXPECT_EQ(again->text, r->text);
+  EXPECT_EQ(metrics_.prefix_cache_hits.load(), 1);
 
   // A stop string cuts the text before it, and no part of it was streamed.
   ASSERT_GT(r->text.size(), 12u);
   const std::string stop = r->text.substr(8, 4);
   streamed.clear();
-  auto stopped = generate(*engine, prompt, greedy({stop}), 24, cancel, [&](std::string_view d) {
-    streamed += d;
-    return true;
-  });
+  auto stopped = run(prompt, greedy({stop}), 24, &streamed);
   ASSERT_TRUE(stopped.ok());
   EXPECT_EQ(stopped->finish_reason, "stop");
   EXPECT_EQ(stopped->text, r->text.substr(0, r->text.find(stop)));
   EXPECT_EQ(streamed, stopped->text);
 }
 
-TEST(Generate, CancelStopsAtTheNextStep) {
-  auto engine = tiny_engine();
-  ASSERT_NE(engine, nullptr);
-  const std::vector<int32_t> prompt = engine->tokenize("Once upon a time", true, false);
-  std::atomic<bool> cancel{false};
-  int deltas = 0;
-  auto r = generate(*engine, prompt, greedy(), 100, cancel, [&](std::string_view) { return ++deltas < 3; });
+TEST_F(Generate, CancelStopsAtTheNextStep) {
+  const std::vector<int32_t> prompt = model_->tokenize("Once upon a time", true, false);
+  auto r = run(prompt, greedy(), 100, nullptr, 3);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->finish_reason, "cancelled");
   EXPECT_LE(r->completion_tokens, 5);
-  cancel = true;
-  auto before = generate(*engine, prompt, greedy(), 100, cancel, [](std::string_view) { return true; });
+  auto before = run(prompt, greedy(), 100, nullptr, -1, /*cancelled=*/true);
   ASSERT_TRUE(before.ok());
   EXPECT_EQ(before->finish_reason, "cancelled");
   EXPECT_EQ(before->completion_tokens, 0);
+  // A cancelled request's session is closed at once: nothing of it stays in the pool.
+  EXPECT_EQ(model_->free_kv_positions(), model_->n_ctx());
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ struct HttpServer::Impl {
   ServerOptions opt;
   httplib::Server http;
   Metrics metrics;
-  std::atomic<Engine*> engine{nullptr};
+  std::atomic<Model*> loaded{nullptr};  // set once the model is loaded
   ChatRenderer chat;
   std::unique_ptr<Scheduler> scheduler;
   std::atomic<int64_t> next_id{1};
@@ -107,8 +107,8 @@ struct HttpServer::Impl {
     return ok;
   }
 
-  Engine* ready(httplib::Response& res) {
-    Engine* e = engine.load();
+  Model* ready(httplib::Response& res) {
+    Model* e = loaded.load();
     if (e == nullptr) {
       res.set_header("Retry-After", "5");
       send_error(res, {503, "server_error", "", "the model is loading"});
@@ -156,7 +156,7 @@ void HttpServer::Impl::routes() {
     res.set_content(std::string(web_ui_html()), "text/html; charset=utf-8");
   });
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (engine.load() == nullptr) {
+    if (loaded.load() == nullptr) {
       res.status = 503;
       res.set_content(R"({"status":"loading model"})", "application/json");
     } else {
@@ -173,7 +173,7 @@ void HttpServer::Impl::routes() {
     res.set_content(metrics.prometheus(), "text/plain; version=0.0.4");
   });
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    Engine* e = ready(res);
+    Model* e = ready(res);
     if (e == nullptr) return;
     const json j = json::parse(req.body, nullptr, false);
     if (!j.is_object() || !j.contains("content") || !j["content"].is_string()) {
@@ -192,7 +192,7 @@ void HttpServer::Impl::routes() {
     res.set_content(dump({{"tokens", ids}}), "application/json");
   });
   http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    Engine* e = ready(res);
+    Model* e = ready(res);
     if (e == nullptr) return;
     const json j = json::parse(req.body, nullptr, false);
     if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array() ||
@@ -213,7 +213,7 @@ void HttpServer::Impl::routes() {
 }
 
 void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response& res, bool chat_api) {
-  Engine* e = ready(res);
+  Model* e = ready(res);
   if (e == nullptr) return;
   ParseResult parsed = parse_generation_request(req.body, chat_api, opt.limits);
   if (!parsed.request) {
@@ -225,8 +225,13 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   const GenerationRequest& r = job->request;
   std::string prompt_text = r.prompt;
   if (chat_api) {
-    if (!chat) return send_error(res, {400, "invalid_request_error", "messages", "this model has no chat template"});
-    Result<std::string> rendered = chat(r.messages);
+    if (!chat.render) return send_error(res, {400, "invalid_request_error", "messages", "this model has no chat template"});
+    if (!r.tools_json.empty() && !chat.takes_tools) {
+      ++metrics.requests_rejected;
+      return send_error(res, {400, "invalid_request_error", "tools",
+                              "tools are not supported by this model's chat template (it does not read `tools`)"});
+    }
+    Result<std::string> rendered = chat.render(r.messages, r.tools_json);
     if (!rendered.ok()) {
       ++metrics.requests_rejected;
       return send_error(res, {400, "invalid_request_error", "messages", rendered.status().message()});
@@ -396,15 +401,15 @@ void HttpServer::run() { impl_->http.listen_after_bind(); }
 
 void HttpServer::stop() { impl_->http.stop(); }
 
-void HttpServer::set_engine(Engine& engine, ChatRenderer chat) {
+void HttpServer::set_model(Model& model, ChatRenderer chat) {
   impl_->chat = std::move(chat);
-  impl_->metrics.kv_size = engine.n_ctx();
+  impl_->metrics.kv_size = model.n_ctx();
   SchedulerOptions so;
   so.max_queue = impl_->opt.max_queue;
   so.parallel = impl_->opt.parallel;
   so.step_tokens = impl_->opt.step_tokens;
-  impl_->scheduler = std::make_unique<Scheduler>(engine, impl_->metrics, so);
-  impl_->engine = &engine;
+  impl_->scheduler = std::make_unique<Scheduler>(model, impl_->metrics, so);
+  impl_->loaded = &model;
 }
 
 }  // namespace bitnet::server

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "bitnet/engine.h"
+#include "bitnet/model.h"
 #include "bitnet/status.h"
 #include "server/request.h"
 
@@ -34,8 +34,14 @@ struct ServerOptions {
   RequestLimits limits;
 };
 
-// Renders chat messages into the prompt text for the model (chat template).
-using ChatRenderer = std::function<Result<std::string>(const std::vector<ChatMessage>&)>;
+// Renders chat messages into the prompt text for the model (chat template): the messages and
+// the request's tools (GenerationRequest::tools_json, "" = none).
+struct ChatRenderer {
+  std::function<Result<std::string>(const std::vector<ChatMessage>&, const std::string& tools_json)> render;
+  // The template reads `tools`; when it does not, a request with tools is refused (400)
+  // instead of having them silently dropped.
+  bool takes_tools = false;
+};
 
 class HttpServer {
  public:
@@ -44,14 +50,15 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds the socket (GET /health answers 503 until set_engine). Returns the bound port.
+  // Binds the socket (GET /health answers 503 until set_model). Returns the bound port.
   Result<int> bind();
   // Serves until stop(); call after bind(), typically on its own thread.
   void run();
   void stop();
-  // The model is loaded: generation endpoints open. The engine needs a paged KV cache
-  // (EngineOptions::kv_block > 0). `chat` may be empty (chat endpoint: 400).
-  void set_engine(Engine& engine, ChatRenderer chat);
+  // The model is loaded: generation endpoints open, each request in a Session of `model`,
+  // which needs a paged KV cache (EngineOptions::kv_block > 0) and must outlive the server.
+  // `chat.render` may be empty (chat endpoint: 400).
+  void set_model(Model& model, ChatRenderer chat);
 
  private:
   struct Impl;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -24,7 +25,7 @@ using json = nlohmann::json;
 
 class Server : public testing::Test {
  protected:
-  void start(ServerOptions o = {}, bool load = true, int64_t n_ctx = 256) {
+  void start(ServerOptions o = {}, bool load = true, int64_t n_ctx = 256, bool takes_tools = false) {
     o.port = 0;
     http_ = std::make_unique<HttpServer>(o);
     auto port = http_->bind();
@@ -38,14 +39,20 @@ class Server : public testing::Test {
     e.n_ctx = n_ctx;
     e.n_threads = 1;
     e.kv_block = 16;
-    auto engine = Engine::load(e);
-    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-    engine_ = std::move(*engine);
-    http_->set_engine(*engine_, [](const std::vector<ChatMessage>& m) -> Result<std::string> {
-      std::string s;  // a plain template for the tests: "role: content" lines
+    auto model = Model::load(e);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    model_ = std::move(*model);
+    ChatRenderer chat;
+    chat.takes_tools = takes_tools;
+    chat.render = [this](const std::vector<ChatMessage>& m, const std::string& tools_json) -> Result<std::string> {
+      std::string s;  // a plain template for the tests: "role: content" lines, then the tools
       for (const ChatMessage& msg : m) s += msg.role + ": " + msg.content + "\n";
-      return s + "assistant:";
-    });
+      if (!tools_json.empty()) s += "tools: " + tools_json + "\n";
+      std::lock_guard<std::mutex> lock(rendered_mu_);
+      rendered_.push_back(s + "assistant:");
+      return rendered_.back();
+    };
+    http_->set_model(*model_, std::move(chat));
   }
   void TearDown() override {
     if (http_) http_->stop();
@@ -72,7 +79,9 @@ class Server : public testing::Test {
     return c;
   }
 
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Model> model_;
+  std::mutex rendered_mu_;
+  std::vector<std::string> rendered_;  // every prompt the chat renderer made
   std::unique_ptr<HttpServer> http_;
   std::thread thread_;
   int port_ = 0;
@@ -189,6 +198,50 @@ TEST_F(Server, BadRequestsGetOpenAiErrors) {
   expect_api_error(c.Post("/v1/completions", json{{"prompt", long_prompt}}.dump(), "application/json"), 400,
                    "invalid_request_error");
   EXPECT_EQ(c.Get("/health")->status, 200);  // still serving
+}
+
+constexpr const char* kToolRequest = R"({"messages":[{"role":"user","content":"Weather in Paris?"}],"max_tokens":4,
+  "temperature":0,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+  "properties":{"city":{"type":"string"}}}}}],"tool_choice":"auto"})";
+
+// A template that does not read `tools` never drops them silently: the request is refused
+// with an OpenAI-shaped error that says so, and nothing is generated.
+TEST_F(Server, ToolsWithATemplateWithoutToolsAre400) {
+  start();
+  auto c = client();
+  auto r = c.Post("/v1/chat/completions", kToolRequest, "application/json");
+  expect_api_error(r, 400, "invalid_request_error");
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["error"]["param"], "tools");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("not supported by this model's chat template"), std::string::npos);
+  EXPECT_TRUE(rendered_.empty());
+  // tool_choice "none": the tools are not used, so there is nothing to refuse.
+  json none = json::parse(kToolRequest);
+  none["tool_choice"] = "none";
+  auto ok = c.Post("/v1/chat/completions", none.dump(), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  ASSERT_EQ(rendered_.size(), 1u);
+  EXPECT_EQ(rendered_[0].find("tools:"), std::string::npos);
+}
+
+// A template that reads `tools` gets them, keys in the order sent.
+TEST_F(Server, ToolsReachATemplateThatReadsThem) {
+  start({}, true, 256, /*takes_tools=*/true);
+  auto c = client();
+  auto r = c.Post("/v1/chat/completions", kToolRequest, "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["role"], "assistant");
+  ASSERT_EQ(rendered_.size(), 1u);
+  EXPECT_NE(rendered_[0].find(R"(tools: [{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",)"
+                              R"("properties":{"city":{"type":"string"}}}}}])"),
+            std::string::npos)
+      << rendered_[0];
+  // What cannot be honoured is refused, not ignored.
+  json required = json::parse(kToolRequest);
+  required["tool_choice"] = "required";
+  expect_api_error(c.Post("/v1/chat/completions", required.dump(), "application/json"), 400, "invalid_request_error");
 }
 
 TEST_F(Server, ApiKeyIsRequiredWhenSet) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -119,6 +121,70 @@ std::optional<ApiError> read_content(const json& m, std::string& out) {
   return std::nullopt;
 }
 
+// OpenAI's tools: [{"type": "function", "function": {"name", "description"?, "parameters"?,
+// "strict"?}}], and tool_choice: "none" | "auto" | "required" | {"type": "function",
+// "function": {"name"}}. Only "none" and "auto" can be honoured: nothing here forces the model
+// to call a tool, so "required" and a named function are refused rather than ignored.
+std::optional<ApiError> read_tools(std::string_view body, const json& j, GenerationRequest& r) {
+  const auto it = j.find("tools");
+  const bool has_tools = it != j.end() && !it->is_null();
+  if (has_tools) {
+    if (!it->is_array()) return bad("tools", "'tools' must be an array of tool objects");
+    if (it->size() > 128) return bad("tools", "at most 128 tools");
+    for (const json& t : *it) {
+      const bool function_type = t.is_object() && t.contains("type") && t["type"].is_string() &&
+                                 t["type"].get_ref<const std::string&>() == "function";
+      if (!function_type) return bad("tools", "each tool must be an object with \"type\": \"function\"");
+      const auto f = t.find("function");
+      if (f == t.end() || !f->is_object()) return bad("tools", "each tool needs a 'function' object");
+      const auto name = f->find("name");
+      if (name == f->end() || !name->is_string()) return bad("tools", "each function needs a string 'name'");
+      const std::string& n = name->get_ref<const std::string&>();
+      const bool name_ok = !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+      if (!name_ok) return bad("tools", "function names are 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
+      if (const auto d = f->find("description"); d != f->end() && !d->is_null() && !d->is_string()) {
+        return bad("tools", "a function's 'description' must be a string");
+      }
+      if (const auto p = f->find("parameters"); p != f->end() && !p->is_null() && !p->is_object()) {
+        return bad("tools", "a function's 'parameters' must be a JSON Schema object");
+      }
+      if (const auto st = f->find("strict"); st != f->end() && !st->is_null() && !st->is_boolean()) {
+        return bad("tools", "a function's 'strict' must be true or false");
+      }
+    }
+  }
+  std::string choice = "auto";
+  if (const auto c = j.find("tool_choice"); c != j.end() && !c->is_null()) {
+    if (!has_tools) return bad("tool_choice", "'tool_choice' is only allowed when 'tools' are given");
+    if (c->is_string()) {
+      choice = c->get<std::string>();
+      if (choice != "none" && choice != "auto" && choice != "required") {
+        return bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a function object");
+      }
+    } else if (c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
+               (*c)["function"].contains("name") && (*c)["function"]["name"].is_string()) {
+      choice = "function";
+    } else {
+      return bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a function object");
+    }
+    if (choice == "required" || choice == "function") {
+      return bad("tool_choice", "this server cannot force a tool call; use \"auto\" or \"none\"");
+    }
+  }
+  if (const auto p = j.find("parallel_tool_calls"); p != j.end() && !p->is_null() && !p->is_boolean()) {
+    return bad("parallel_tool_calls", "'parallel_tool_calls' must be true or false");
+  }
+  if (!has_tools || choice == "none") return std::nullopt;
+  // Again with the keys in the order sent: templates print the tools (tojson) as given.
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const auto tools = ordered.is_object() ? ordered.find("tools") : ordered.end();
+  if (tools == ordered.end() || !tools->is_array() || tools->size() != it->size()) return bad("tools", "'tools' could not be read");
+  r.tools_json = tools->dump(-1, ' ', false, json::error_handler_t::replace);
+  return std::nullopt;
+}
+
 }  // namespace
 
 ParseResult parse_generation_request(std::string_view body, bool chat, const RequestLimits& lim) {
@@ -202,6 +268,15 @@ ParseResult parse_generation_request(std::string_view body, bool chat, const Req
       out.error = *e;
       return out;
     }
+  }
+  if (chat) {
+    if (auto e = read_tools(body, j, r)) {
+      out.error = *e;
+      return out;
+    }
+  } else if (j.contains("tools") || j.contains("tool_choice")) {
+    out.error = bad(j.contains("tools") ? "tools" : "tool_choice", "tools are a chat completions parameter");
+    return out;
   }
   int64_t n = 1;
   if (auto e = read_int(j, "n", 1, 1, n)) {

@@ -47,6 +47,10 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   std::string model;                  // echoed back
+  // Chat completions: OpenAI's `tools` (function definitions, checked against its schema) as a
+  // JSON array, keys in the order sent, for the chat template; "" when none were sent or
+  // `tool_choice` is "none". The model's reply comes back as text (no tool_calls parsing).
+  std::string tools_json;
 };
 
 // A JSON body -> request, or the error to answer with. `chat` picks the endpoint's schema.

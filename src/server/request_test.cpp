@@ -93,5 +93,36 @@ TEST(Request, ErrorJsonHasOpenAisShape) {
   EXPECT_TRUE(nlohmann::json::parse(error_json({500, "server_error", "", "x"}))["error"]["param"].is_null());
 }
 
+// OpenAI's tools schema: function tools are kept (keys in the order sent) for the template;
+// malformed ones, and tool choices nothing here can honour, are 400s naming the field.
+TEST(Request, ChatTools) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  const std::string tool = R"({"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","b":1,"a":2},"strict":false}})";
+  const ParseResult r = parse("{" + msgs + R"(,"tools":[)" + tool + R"(],"tool_choice":"auto","parallel_tool_calls":true})", true);
+  ASSERT_TRUE(r.request.has_value()) << r.error.message;
+  EXPECT_EQ(r.request->tools_json, "[" + tool + "]");
+  EXPECT_TRUE(parse("{" + msgs + R"(,"tools":[)" + tool + "]}", true).request->tools_json.size() > 2);
+  EXPECT_TRUE(parse("{" + msgs + R"(,"tools":[)" + tool + R"(],"tool_choice":"none"})", true).request->tools_json.empty());
+  EXPECT_TRUE(parse("{" + msgs + R"(,"tools":null})", true).request->tools_json.empty());
+  EXPECT_TRUE(parse("{" + msgs + "}", true).request->tools_json.empty());
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"("tools":{})", "tools"},
+      {R"("tools":[1])", "tools"},
+      {R"("tools":[{"type":"retrieval"}])", "tools"},
+      {R"("tools":[{"type":"function"}])", "tools"},
+      {R"("tools":[{"type":"function","function":{"name":""}}])", "tools"},
+      {R"("tools":[{"type":"function","function":{"name":"has space"}}])", "tools"},
+      {R"("tools":[{"type":"function","function":{"name":"f","parameters":"x"}}])", "tools"},
+      {R"("tools":[{"type":"function","function":{"name":"f","description":3}}])", "tools"},
+      {R"("tool_choice":"auto")", "tool_choice"},  // no tools
+      {R"("tools":[)" + tool + R"(],"tool_choice":"sometimes")", "tool_choice"},
+      {R"("tools":[)" + tool + R"(],"tool_choice":"required")", "tool_choice"},
+      {R"("tools":[)" + tool + R"(],"tool_choice":{"type":"function","function":{"name":"get_weather"}})", "tool_choice"},
+      {R"("tools":[)" + tool + R"(],"parallel_tool_calls":"yes")", "parallel_tool_calls"},
+  };
+  for (const auto& [fields, param] : bad) expect_error("{" + msgs + "," + fields + "}", true, 400, param);
+  expect_error(R"({"prompt":"x","tools":[]})", false, 400, "tools");  // a chat parameter
+}
+
 }  // namespace
 }  // namespace bitnet::server

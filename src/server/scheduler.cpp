@@ -15,7 +15,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 struct Scheduler::Running {
   std::shared_ptr<Job> job;
-  int32_t seq = 0;
+  Session session;
   std::unique_ptr<Generation> gen;
   int64_t prefilled = 0;              // prompt tokens in the cache
   std::optional<int32_t> pending;     // sampled, to be evaluated next step
@@ -23,8 +23,8 @@ struct Scheduler::Running {
   bool done = false;
 };
 
-Scheduler::Scheduler(Engine& engine, Metrics& metrics, SchedulerOptions options)
-    : engine_(engine), metrics_(metrics), opt_(options), thread_([this] { worker(); }) {}
+Scheduler::Scheduler(Model& model, Metrics& metrics, SchedulerOptions options)
+    : model_(model), metrics_(metrics), opt_(options), thread_([this] { worker(); }) {}
 
 Scheduler::~Scheduler() {
   {
@@ -54,63 +54,61 @@ size_t Scheduler::queued() const {
 
 bool Scheduler::evict_one() {
   if (cached_.empty()) return false;
-  engine_.close_sequence(cached_.back());
-  cached_.pop_back();
+  cached_.pop_back();  // the session closes: its blocks go back to the pool
   return true;
 }
 
-// A sequence for the job. Its prompt's longest common prefix with a cached sequence (a
-// finished request's) or a running one is shared, block by whole block (Engine::fork_sequence:
-// the blocks are referenced, not copied, and never written again); the rest is prefilled.
+// A session for the job. Its prompt's longest common prefix with a cached session (a
+// finished request's) or a running one is shared, block by whole block (Session::fork: the
+// blocks are referenced, not copied, and never written again); the rest is prefilled.
 void Scheduler::admit(std::shared_ptr<Job> job) {
   auto r = std::make_unique<Running>();
   r->job = job;
   r->t_start = std::chrono::steady_clock::now();
   const std::vector<int32_t>& p = job->prompt;
-  int32_t best = -1;
+  const Session* best = nullptr;
   int64_t best_len = 0;
-  const auto consider = [&](int32_t seq) {
-    const std::span<const int32_t> t = engine_.sequence_tokens(seq);
+  const auto consider = [&](const Session& s) {
+    const std::span<const int32_t> t = s.tokens();
     int64_t n = 0;  // all but the prompt's last token may come from the cache (its logits are needed)
     while (n + 1 < static_cast<int64_t>(p.size()) && n < static_cast<int64_t>(t.size()) && t[n] == p[n]) ++n;
     if (n > best_len) {
       best_len = n;
-      best = seq;
+      best = &s;
     }
   };
-  for (int32_t seq : cached_) consider(seq);
-  for (const auto& other : running_) consider(other->seq);
-  Result<int32_t> seq = best >= 0 ? engine_.fork_sequence(best, best_len) : engine_.open_sequence();
-  if (!seq.ok()) {
-    job->done.set_value(seq.status());
+  for (const Session& s : cached_) consider(s);
+  for (const auto& other : running_) consider(other->session);
+  Result<Session> session = best != nullptr ? best->fork(best_len) : model_.open_session();
+  if (!session.ok()) {
+    job->done.set_value(session.status());
     return;
   }
-  r->seq = *seq;
-  r->prefilled = static_cast<int64_t>(engine_.sequence_tokens(r->seq).size());
+  r->session = std::move(*session);
+  r->prefilled = r->session.n_past();
   if (r->prefilled > 0) {
     ++metrics_.prefix_cache_hits;
-    // The cached sequence it came from is the most recently useful one.
-    if (const auto it = std::find(cached_.begin(), cached_.end(), best); it != cached_.end()) {
-      cached_.splice(cached_.begin(), cached_, it);
-    }
+    // The cached session it came from is the most recently useful one.
+    const auto it = std::find_if(cached_.begin(), cached_.end(), [&](const Session& s) { return &s == best; });
+    if (it != cached_.end()) cached_.splice(cached_.begin(), cached_, it);
   }
-  r->gen = std::make_unique<Generation>(engine_, job->request, p, job->max_tokens, engine_.n_ctx(), job->on_text);
+  r->gen = std::make_unique<Generation>(model_, job->request, p, job->max_tokens, model_.n_ctx(), job->on_text);
   r->gen->result().cached_tokens = r->prefilled;
   running_.push_back(std::move(r));
 }
 
 void Scheduler::finish(Running& r, Result<GenerationResult> result) {
   r.done = true;
-  // A finished sequence stays cached for the next prompt that starts the same way; one whose
+  // A finished session stays cached for the next prompt that starts the same way; one whose
   // client went away (or that failed) gives its blocks back at once. The pool is counted
   // before the request is, so /metrics never shows the request done and its blocks held.
   if (result.ok() && result->finish_reason != "cancelled") {
-    cached_.push_front(r.seq);
+    cached_.push_front(std::move(r.session));
     while (cached_.size() > opt_.cached_sequences) evict_one();
   } else {
-    engine_.close_sequence(r.seq);
+    r.session.close();
   }
-  metrics_.kv_used = engine_.n_ctx() - engine_.free_kv_positions();
+  metrics_.kv_used = model_.n_ctx() - model_.free_kv_positions();
   if (result.ok()) {
     result->prompt_seconds = r.t_first.time_since_epoch().count() > 0
                                  ? std::chrono::duration<double>(r.t_first - r.t_start).count()
@@ -132,13 +130,13 @@ bool Scheduler::step() {
   if (running_.empty()) return false;
 
   // Decode tokens first, then prompt chunks in admission order within the budget.
-  std::vector<Engine::StepInput> batch;
+  std::vector<Model::StepInput> batch;
   std::vector<Running*> who;
   std::vector<int64_t> chunk;
   int64_t budget = opt_.step_tokens;
   for (auto& r : running_) {
     if (r->pending) {
-      batch.push_back({r->seq, std::span<const int32_t>(&*r->pending, 1)});
+      batch.push_back({&r->session, std::span<const int32_t>(&*r->pending, 1)});
       who.push_back(r.get());
       chunk.push_back(0);
       --budget;
@@ -148,14 +146,14 @@ bool Scheduler::step() {
     const int64_t left = static_cast<int64_t>(r->job->prompt.size()) - r->prefilled;
     if (r->pending || left <= 0 || budget <= 0) continue;
     const int64_t n = std::min(left, budget);
-    batch.push_back({r->seq, std::span<const int32_t>(r->job->prompt).subspan(static_cast<size_t>(r->prefilled),
+    batch.push_back({&r->session, std::span<const int32_t>(r->job->prompt).subspan(static_cast<size_t>(r->prefilled),
                                                                                static_cast<size_t>(n))});
     who.push_back(r.get());
     chunk.push_back(n);
     budget -= n;
   }
   if (batch.empty()) return false;
-  Result<std::vector<std::vector<float>>> logits = engine_.step(batch);
+  Result<std::vector<std::vector<float>>> logits = model_.step(batch);
   if (!logits.ok() && logits.status().code() == StatusCode::kOutOfRange) {
     if (evict_one()) return true;  // room from a cached sequence; try again
     // No room left: the request that came last ends here, as a full context does.
@@ -188,7 +186,7 @@ bool Scheduler::step() {
     if (!r.pending) finish(r, r.gen->result());
   }
   std::erase_if(running_, [](const std::unique_ptr<Running>& r) { return r->done; });
-  metrics_.kv_used = engine_.n_ctx() - engine_.free_kv_positions();
+  metrics_.kv_used = model_.n_ctx() - model_.free_kv_positions();
   return true;
 }
 

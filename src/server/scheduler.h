@@ -1,11 +1,13 @@
-// Continuous batching over one Engine with a paged KV cache: requests wait in a bounded queue,
-// up to `parallel` run at once, and every step is one forward pass over all of them: the
+// Continuous batching over one Model with a paged KV cache: requests wait in a bounded queue,
+// up to `parallel` run at once, each in a Session of its own, and every step is one forward
+// pass (Model::step) over all of them: the
 // decode tokens first, then prompt chunks within the step's token budget (chunked prefill),
 // so a long prompt never stalls the streams already running. Requests join and leave between
 // steps; a cancelled one (client gone) stops at the next step, prefill included.
-// Prefix caching: a finished request's sequence stays in the cache (LRU, bounded); a new
-// request whose prompt starts with the same tokens as a cached or running sequence shares
-// those tokens' whole KV blocks (reference counted, never copied) and evaluates only the rest.
+// Prefix caching: a finished request's session stays open (LRU, bounded); a new request whose
+// prompt starts with the same tokens as a cached or running session forks it (Session::fork:
+// those tokens' whole KV blocks are shared, reference counted, never copied) and evaluates
+// only the rest.
 #pragma once
 
 #include <atomic>
@@ -19,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "bitnet/engine.h"
+#include "bitnet/model.h"
 #include "server/generation.h"
 #include "server/metrics.h"
 
@@ -44,8 +46,9 @@ struct SchedulerOptions {
 
 class Scheduler {
  public:
-  // `engine` must have a paged KV cache (EngineOptions::kv_block > 0).
-  Scheduler(Engine& engine, Metrics& metrics, SchedulerOptions options);
+  // `model` must have a paged KV cache (EngineOptions::kv_block > 0); the worker thread is
+  // the only one that runs it (and its sessions) until the Scheduler is destroyed.
+  Scheduler(Model& model, Metrics& metrics, SchedulerOptions options);
   ~Scheduler();  // cancels what is queued or running and joins the worker
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -60,9 +63,9 @@ class Scheduler {
   void admit(std::shared_ptr<Job> job);
   bool step();  // one forward pass; false when nothing ran
   void finish(Running& r, Result<GenerationResult> result);
-  bool evict_one();  // closes the least recently used cached sequence
+  bool evict_one();  // closes the least recently used cached session
 
-  Engine& engine_;
+  Model& model_;
   Metrics& metrics_;
   const SchedulerOptions opt_;
   mutable std::mutex mu_;
@@ -71,7 +74,7 @@ class Scheduler {
   bool stopping_ = false;
   // Worker-only state.
   std::vector<std::unique_ptr<Running>> running_;
-  std::list<int32_t> cached_;  // finished sequences, most recent first
+  std::list<Session> cached_;  // finished requests' sessions, most recent first
   std::thread thread_;
 };
 

@@ -70,7 +70,7 @@ class BackendFaults : public testing::Test {
     auto file = gguf::File::open(path_.string());
     ASSERT_TRUE(file.ok());
     file_ = std::move(*file);
-    auto model = Model::from_gguf(file_);
+    auto model = Network::from_gguf(file_);
     ASSERT_TRUE(model.ok()) << model.status().to_string();
     model_ = std::move(*model);
   }
@@ -92,7 +92,7 @@ class BackendFaults : public testing::Test {
 
   std::filesystem::path path_;
   gguf::File file_;
-  Model model_;
+  Network model_;
 };
 
 TEST_F(BackendFaults, EveryBackendGivesEachFaultTheSameCodeAndKeepsWorking) {

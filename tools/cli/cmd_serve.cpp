@@ -31,6 +31,7 @@ int run(ServeFlags f) {
     if (const char* key = std::getenv("BITNET_API_KEY")) f.server.api_key = key;
   }
   f.server.model_id = !f.alias.empty() ? f.alias : std::filesystem::path(f.model.model).filename().string();
+  std::unique_ptr<Model> model;  // declared first: destroyed after the server's worker stops
   server::HttpServer http(f.server);
   auto port = http.bind();
   if (!port.ok()) return fail(port.status());
@@ -41,8 +42,8 @@ int run(ServeFlags f) {
                f.server.host.c_str(), *port);
   std::thread listener([&] { http.run(); });
   int code = 0;
-  std::unique_ptr<Engine> engine = load_engine(f.model, code);
-  if (!engine) {
+  model = load_model(f.model, code);
+  if (!model) {
     http.stop();
     listener.join();
     g_server = nullptr;
@@ -51,20 +52,21 @@ int run(ServeFlags f) {
   // The chat endpoint renders messages with the model's template (or the built-in named);
   // without one it answers 400.
   server::ChatRenderer chat;
-  auto tmpl = chat::ChatTemplate::for_model(engine->chat_template(), f.chat_template, engine->model().architecture);
+  auto tmpl = chat::ChatTemplate::for_model(model->chat_template(), f.chat_template, model->summary().architecture);
   if (tmpl.ok()) {
-    std::fprintf(stderr, "chat template: %s\n", tmpl->name().c_str());
-    chat = [t = std::move(tmpl).value(), options = chat::RenderOptions{true, engine->bos_token(), engine->eos_token()}](
-               const std::vector<server::ChatMessage>& messages) -> Result<std::string> {
+    chat.takes_tools = tmpl->uses_tools();
+    std::fprintf(stderr, "chat template: %s%s\n", tmpl->name().c_str(), chat.takes_tools ? " (tools)" : "");
+    chat.render = [t = std::move(tmpl).value(), bos = model->bos_token(), eos = model->eos_token()](
+                      const std::vector<server::ChatMessage>& messages, const std::string& tools_json) -> Result<std::string> {
       std::vector<chat::Message> m;
       m.reserve(messages.size());
       for (const server::ChatMessage& x : messages) m.push_back({x.role, x.content});
-      return t.render(m, options);
+      return t.render(m, {true, bos, eos, tools_json});
     };
   } else {
     std::fprintf(stderr, "warning: no chat template, /v1/chat/completions answers 400: %s\n", tmpl.status().to_string().c_str());
   }
-  http.set_engine(*engine, std::move(chat));
+  http.set_model(*model, std::move(chat));
   std::fprintf(stderr, "model loaded: serving %s\n", f.server.model_id.c_str());
   listener.join();
   g_server = nullptr;

@@ -67,9 +67,10 @@ CLI::Option* add_number_list(CLI::App& cmd, const std::string& names, std::vecto
 // BITNET_GPU_DEVICE, BITNET_STRICT_MODE, BITNET_GPU_FAKE. Errors are Status values.
 Result<EngineOptions> engine_options_from_env(const ModelFlags& flags);
 
-// Loads the engine and prints the device line to stderr; prints the error and returns null
-// on failure (`exit_code` is set to the code to exit with).
+// Loads the engine (or the model, for several sessions) and prints the device line to stderr;
+// prints the error and returns null on failure (`exit_code` is set to the code to exit with).
 std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int& exit_code);
+std::unique_ptr<Model> load_model(const ModelFlags& flags, int& exit_code);
 
 // Writes the receipt when --receipt was given; returns the exit code (0 or the error's).
 int write_receipt(const Engine& engine, const ModelFlags& flags, const GenerateStats& stats);

@@ -92,23 +92,37 @@ Result<EngineOptions> engine_options_from_env(const ModelFlags& flags) {
   return o;
 }
 
-std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int& exit_code) {
+namespace {
+
+// Model::load or Engine::load, with the device line.
+template <class Loaded>
+std::unique_ptr<Loaded> load_with_flags(const ModelFlags& flags, int& exit_code) {
   auto options = engine_options_from_env(flags);
   if (!options.ok()) {
     exit_code = fail(options.status());
     return nullptr;
   }
   options->n_threads = clamp_threads(options->n_threads);
-  auto engine = Engine::load(*options);
-  if (!engine.ok()) {
-    exit_code = fail(engine.status());
+  auto loaded = Loaded::load(*options);
+  if (!loaded.ok()) {
+    exit_code = fail(loaded.status());
     return nullptr;
   }
-  std::fprintf(stderr, "%s threads=%d n_ctx=%lld kv=%s%s\n", (*engine)->device_summary().c_str(),
-               (*engine)->n_threads(), static_cast<long long>((*engine)->n_ctx()), (*engine)->kv_type().c_str(),
+  std::fprintf(stderr, "%s threads=%d n_ctx=%lld kv=%s%s\n", (*loaded)->device_summary().c_str(),
+               (*loaded)->n_threads(), static_cast<long long>((*loaded)->n_ctx()), (*loaded)->kv_type().c_str(),
                options->strict ? " strict" : "");
   exit_code = 0;
-  return std::move(engine).value();
+  return std::move(loaded).value();
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int& exit_code) {
+  return load_with_flags<Engine>(flags, exit_code);
+}
+
+std::unique_ptr<Model> load_model(const ModelFlags& flags, int& exit_code) {
+  return load_with_flags<Model>(flags, exit_code);
 }
 
 int write_receipt(const Engine& engine, const ModelFlags& flags, const GenerateStats& stats) {

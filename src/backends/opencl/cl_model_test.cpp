@@ -25,7 +25,7 @@ TEST_P(OpenclModel, LogitsMatchCpuThroughPrefillAndDecode) {
   BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{});
   auto file = gguf::File::open(path.string());
   ASSERT_TRUE(file.ok()) << file.status().to_string();
-  auto model = Model::from_gguf(*file);
+  auto model = Network::from_gguf(*file);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const ModelConfig& c = model->config();
   const hal::KvShape kv = {static_cast<int32_t>(c.n_layer), std::min<int64_t>(c.n_ctx_train, 64), c.n_embd_kv()};

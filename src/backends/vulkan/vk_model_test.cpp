@@ -31,7 +31,7 @@ TEST_P(VulkanWholeModel, LogitsAndGreedyTokensMatchCpu) {
   BITNET_VK_BACKEND_OR_SKIP(vk, VulkanOptions{});
   auto file = gguf::File::open(path.string());
   ASSERT_TRUE(file.ok()) << file.status().to_string();
-  auto model = Model::from_gguf(*file);
+  auto model = Network::from_gguf(*file);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const ModelConfig& cfg = model->config();
   auto cpu = cpu_reference();
