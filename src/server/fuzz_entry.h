@@ -1,4 +1,4 @@
-// The body of the server-request fuzz target (tests/fuzz/fuzz_server_request.cpp, libFuzzer)
+// The body of the server-request fuzz target (tests/fuzz/fuzz_request.cpp, libFuzzer)
 // and of the mutation test that runs it under plain ctest: request bytes in, the response the
 // server would send out, no socket.
 #pragma once

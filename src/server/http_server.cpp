@@ -13,6 +13,8 @@
 
 #include "server/generation.h"
 #include "server/metrics.h"
+#include "server/openapi.h"
+#include "server/raw_exchange.h"
 #include "server/scheduler.h"
 #include "server/web_ui.h"
 
@@ -90,7 +92,7 @@ class Channel {
 
 struct HttpServer::Impl {
   ServerOptions opt;
-  httplib::Server http;
+  RawServer http;  // httplib::Server, plus handle_raw's socket-free entry point
   Metrics metrics;
   std::atomic<Model*> loaded{nullptr};  // set once the model is loaded
   ChatRenderer chat;
@@ -168,6 +170,9 @@ void HttpServer::Impl::routes() {
                     {"data", json::array({{{"id", opt.model_id}, {"object", "model"}, {"created", unix_now()},
                                            {"owned_by", "bitnet"}}})}};
     res.set_content(dump(j), "application/json");
+  });
+  http.Get("/openapi.json", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(openapi_json()), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.prometheus(), "text/plain; version=0.0.4");
@@ -400,6 +405,8 @@ Result<int> HttpServer::bind() {
 void HttpServer::run() { impl_->http.listen_after_bind(); }
 
 void HttpServer::stop() { impl_->http.stop(); }
+
+std::string HttpServer::handle_raw(std::string_view request) { return impl_->http.exchange(request); }
 
 void HttpServer::set_model(Model& model, ChatRenderer chat) {
   impl_->chat = std::move(chat);

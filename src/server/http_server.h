@@ -1,7 +1,7 @@
 // `bitnet serve`: an OpenAI-compatible HTTP server on cpp-httplib. Endpoints:
 //   POST /v1/completions, POST /v1/chat/completions (stream: server-sent events ending with
 //   "data: [DONE]"), GET /v1/models, GET /health (503 while the model loads), POST /tokenize,
-//   POST /detokenize, GET /metrics (Prometheus text).
+//   POST /detokenize, GET /metrics (Prometheus text), GET /openapi.json (openapi.json here).
 // Errors use OpenAI's JSON shape. Binds 127.0.0.1 unless told otherwise; --api-key is compared
 // in constant time; bodies, fields and timeouts are bounded; CORS is off unless an origin is
 // given. A client that goes away stops its generation at the next step.
@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bitnet/model.h"
@@ -59,6 +60,9 @@ class HttpServer {
   // which needs a paged KV cache (EngineOptions::kv_block > 0) and must outlive the server.
   // `chat.render` may be empty (chat endpoint: 400).
   void set_model(Model& model, ChatRenderer chat);
+  // One connection's raw request bytes in, the raw response bytes out, without a socket (the
+  // fuzz target tests/fuzz/fuzz_server.cpp and http_fuzz_test.cpp); needs no bind().
+  std::string handle_raw(std::string_view request);
 
  private:
   struct Impl;

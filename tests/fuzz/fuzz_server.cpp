@@ -1,0 +1,27 @@
+// libFuzzer target over the server's request handling: raw bytes of one connection in, the
+// response out, no socket (src/server/http_fuzz.cpp), over the repo's trained model.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "server/http_fuzz.h"
+
+namespace {
+bitnet::server::FuzzServer* g_server = nullptr;  // one per process: loading the model per input would dominate
+}
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  auto s = bitnet::server::FuzzServer::create(BITNET_SOURCE_DIR "/models/tiny-stories-b158.gguf");
+  if (!s.ok()) {
+    std::fprintf(stderr, "fuzz_server: %s\n", s.status().to_string().c_str());
+    std::exit(1);
+  }
+  g_server = std::move(*s).release();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  bitnet::server::http_fuzz_one(*g_server, data, size);
+  return 0;
+}
