@@ -112,8 +112,11 @@ void tokenizer_fuzz_one(const uint8_t* data, size_t size) {
   if (parse_special) return;  // control tokens written in the text decode to nothing
   if (!valid_utf8(text)) return;  // see the header
   if (tok.kind() == TokenizerKind::kSpm) {
-    // A literal U+2581 comes back as a space (as in llama.cpp).
-    if (text.find(kSpace) == std::string_view::npos) BITNET_CHECK(back == text);
+    // A literal U+2581 comes back as a space, and the text after a user-defined token gets its
+    // own space prefix (both as in llama.cpp).
+    if (text.find(kSpace) == std::string_view::npos && text.find("<tool>") == std::string_view::npos) {
+      BITNET_CHECK(back == text);
+    }
   } else {
     BITNET_CHECK(back == text && pieces == text);
   }

@@ -10,11 +10,11 @@ namespace bitnet {
 // The first byte picks one of the fuzzed tokenizers (SPM with and without the space prefix,
 // byte-level BPE under each pre-tokenizer family) and the encode flags; the rest is the text.
 // Every id must lie in the vocabulary, and decode(encode(text)) must give valid UTF-8 text back
-// (SPM: unless it holds a literal U+2581). Invalid UTF-8 need not come back: BPE turns it into
-// U+FFFD, and SPM splits text by the length its lead bytes announce, so a truncated sequence
-// swallows the next bytes, e.g. the space marker after it, which then decodes as a literal
-// U+2581 (as llama.cpp's SPM does; fuzz_test.cpp keeps the case). Aborts (BITNET_CHECK) on a
-// broken invariant.
+// (SPM: unless it holds a literal U+2581, or a user-defined token, after which SPM adds a space
+// prefix, as llama.cpp). Invalid UTF-8 need not come back: BPE turns it into U+FFFD, and SPM
+// splits text by the length its lead bytes announce, so a truncated sequence swallows the next
+// bytes, e.g. the space marker after it, which then decodes as a literal U+2581 (as llama.cpp's
+// SPM does). fuzz_test.cpp keeps both cases. Aborts (BITNET_CHECK) on a broken invariant.
 void tokenizer_fuzz_one(const uint8_t* data, size_t size);
 
 }  // namespace bitnet

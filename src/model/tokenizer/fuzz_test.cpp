@@ -64,5 +64,13 @@ TEST(TokenizerFuzz, SpmTruncatedSequenceSwallowsTheSpaceMarker) {
   for (const char* input : {"\x01\xED b", "\x08t\xCD ef", "\x01\xF0 \xE1  x"}) run(input);
 }
 
+// Found by fuzz_tokenizer: the text after a user-defined token gets SPM's space prefix again
+// (as llama.cpp; SpmTokenizer.SpecialTokensAndSpacePrefix pins the ids), so "<tool>\n y" comes
+// back as "<tool> \n y": not a round trip the body may demand.
+TEST(TokenizerFuzz, SpmSpacePrefixAfterAUserDefinedToken) {
+  run(std::string("\0\0\0\0\0\0\0\0\0\0<tool>\n y", 19));
+  run(std::string("\x01<tool>x", 8));
+}
+
 }  // namespace
 }  // namespace bitnet
