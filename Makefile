@@ -1,7 +1,8 @@
 # One-command entry points for a fresh Debian 12 machine (run as root):
 #   make run    installs what is missing, builds, and generates text with the default model
-#   make test   installs what is missing, builds, and runs the whole test suite (this machine,
-#               then the CPU backend cross-compiled for Arm64 under qemu-user)
+#   make test   installs what is missing, builds, and runs the whole test suite (this machine with
+#               gcc; again with clang under AddressSanitizer + UBSan, then every libFuzzer target
+#               for FUZZ_SECONDS each; then the CPU backend cross-compiled for Arm64 under qemu-user)
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
@@ -13,7 +14,8 @@ N_PREDICT ?= 100
 APT_PACKAGES := build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev \
 	libcli11-dev libcpp-httplib-dev libicu-dev libssl-dev libgtest-dev libgmock-dev python3 python3-numpy python3-jinja2 \
 	ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
-	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools libbenchmark-dev chromium nginx python3-venv
+	libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc spirv-tools libbenchmark-dev chromium nginx python3-venv \
+	clang-14 libclang-rt-14-dev
 # Arm64: Debian's cross compiler and multiarch libraries; the tests run under qemu-user.
 CROSS_PACKAGES := g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
 	libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64 libssl-dev:arm64
@@ -21,7 +23,17 @@ ARM64_BUILD_DIR ?= build-arm64
 # Emulated Arm64 CPUs: "max" has dotprod and i8mm, "cortex-a72" plain NEON.
 ARM64_CPUS ?= max cortex-a72
 
-.PHONY: all deps deps-arm64 build build-arm64 run test test-host test-arm64 pyenv clean
+# The sanitizer build: clang (so the whole tree also compiles with the second compiler), every
+# object with -fsanitize=address,undefined and libFuzzer's coverage hooks, the fuzz targets; GPU
+# drivers (PoCL, lavapipe) stay out of it: they are not ours and not instrumented.
+ASAN_BUILD_DIR ?= build-asan
+ASAN_CXX ?= clang++-14
+FUZZ_SECONDS ?= 20
+# Tests left to the plain build: the two real-model golden runs (minutes under ASan, no code
+# path of their own) and the browser and nginx tests (third-party processes).
+ASAN_EXCLUDE ?= ^SmolLm2Golden\.|^Server\.WebPage|^Deploy\.
+
+.PHONY: all deps deps-arm64 build build-arm64 build-asan run test test-host test-asan fuzz test-arm64 pyenv clean
 
 all: build
 
@@ -66,20 +78,42 @@ run: build
 	$(BUILD_DIR)/bin/bitnet run -m $(MODEL) -p "$(PROMPT)" -n $(N_PREDICT) --temp 0
 
 # lavapipe wants a runtime directory; PoCL and lavapipe both run on the CPU here.
-test: test-host test-arm64
+test: test-host test-asan fuzz test-arm64
 
-# A Python environment for the tests that drive the server with PyPI clients (openai); best
-# effort: without network access pip fails and those tests report skipped.
+# A Python environment for the tests that drive the server with PyPI packages (openai,
+# schemathesis); best effort: each is tried once, and without access to PyPI the tests that need
+# it report skipped.
 PYENV := $(BUILD_DIR)/pyenv
+PY_PACKAGES := openai schemathesis
 pyenv:
-	@if [ ! -x $(PYENV)/bin/python ]; then \
-	  /usr/bin/python3 -m venv $(PYENV) && \
-	  ($(PYENV)/bin/pip install -q --disable-pip-version-check openai || \
-	   echo "warning: pip could not install openai (no access to PyPI?): openai_client_test will be skipped" >&2); \
-	fi
+	@[ -x $(PYENV)/bin/python ] || /usr/bin/python3 -m venv $(PYENV)
+	@for p in $(PY_PACKAGES); do \
+	  $(PYENV)/bin/python -c "import $$p" 2>/dev/null || [ -f $(PYENV)/tried-$$p ] || { touch $(PYENV)/tried-$$p; \
+	    $(PYENV)/bin/pip install -q --disable-pip-version-check $$p || \
+	    echo "warning: pip could not install $$p (no access to PyPI?): the tests that use it will be skipped" >&2; }; \
+	done
 
 test-host: build pyenv
 	cd $(BUILD_DIR) && XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp} ctest --output-on-failure -j $(JOBS) --timeout 1200
+
+$(ASAN_BUILD_DIR)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=$(ASAN_CXX) \
+	  -DBITNET_SHARED_DIR=$(SHARED) -DBITNET_BUILD_FUZZERS=ON -DBITNET_OPENCL=OFF -DBITNET_VULKAN=OFF
+
+build-asan: deps $(ASAN_BUILD_DIR)/build.ninja
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+
+# Any sanitizer report fails its test (the build stops on the first one, -fno-sanitize-recover);
+# the server under ASan is driven by schemathesis from the plain build's Python environment.
+test-asan: build-asan pyenv
+	cd $(ASAN_BUILD_DIR) && XDG_RUNTIME_DIR=$${XDG_RUNTIME_DIR:-/tmp} \
+	  UBSAN_OPTIONS=print_stacktrace=1 \
+	  BITNET_SCHEMATHESIS_PYTHON=$(abspath $(PYENV))/bin/python BITNET_OPENAI_PYTHON=$(abspath $(PYENV))/bin/python \
+	  ctest --output-on-failure -j $(JOBS) --timeout 1200 -E '$(ASAN_EXCLUDE)'
+
+# Every libFuzzer target for FUZZ_SECONDS over its seeds and the corpus kept in build-asan/fuzz.
+fuzz: build-asan
+	tests/fuzz/run.sh $(ASAN_BUILD_DIR) $(FUZZ_SECONDS) $(SHARED)
 
 test-arm64: build-arm64
 	@if [ -n "$$($(CROSS_MISSING))" ]; then echo "SKIPPED: Arm64 tests, missing: $$($(CROSS_MISSING))"; exit 0; fi; \
@@ -89,4 +123,4 @@ test-arm64: build-arm64
 	done
 
 clean:
-	rm -rf $(BUILD_DIR) $(ARM64_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ARM64_BUILD_DIR) $(ASAN_BUILD_DIR)
