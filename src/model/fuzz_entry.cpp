@@ -19,19 +19,19 @@ void check_refusal(const Status& s) {
   BITNET_CHECK(s.code() != StatusCode::kInternal);
 }
 
-void check_model(const Model& model) {
-  volatile size_t sink = find_suspicious_weights(model).size();
-  const ModelConfig& c = model.config();
+void check_model(const Network& net) {
+  volatile size_t sink = find_suspicious_weights(net).size();
+  const ModelConfig& c = net.config();
   BITNET_CHECK(c.n_vocab > 0 && c.n_layer > 0 && c.n_embd > 0);
   // Two tokens at positions 0 and 1, the first and last of the vocabulary, every row's logits.
-  const hal::Graph graph = model.build_graph(2, 0, LogitRows::kAll);
+  const hal::Graph graph = net.build_graph(2, 0, LogitRows::kAll);
   const std::vector<int32_t> tokens = {0, static_cast<int32_t>(c.n_vocab - 1)};
   hal::KvShape kv;
   kv.n_layer = static_cast<int32_t>(c.n_layer);
   kv.n_ctx = 8;
   kv.n_embd_kv = c.n_embd_kv();
   const Status s = hal::validate_graph(graph, tokens, static_cast<size_t>(2 * c.n_vocab),
-                                       hal::weight_shapes(model.weight_table()), kv);
+                                       hal::weight_shapes(net.weight_table()), kv);
   BITNET_CHECK(s.ok() || s.code() == StatusCode::kUnsupported);
   (void)sink;
 }
@@ -51,12 +51,12 @@ int model_fuzz_one(const uint8_t* data, size_t size) {
   auto file = gguf::File::parse(std::span<const uint8_t>(data, size), "fuzz.gguf");
   if (!file.ok()) return 0;  // the parser's own errors are checked by gguf_fuzz_one
   int built = 0;
-  auto model = Model::from_gguf(*file);
-  if (model.ok()) {
-    check_model(*model);
+  auto net = Network::from_gguf(*file);
+  if (net.ok()) {
+    check_model(*net);
     built |= kModelBuilt;
   } else {
-    check_refusal(model.status());
+    check_refusal(net.status());
   }
   auto tok = Tokenizer::from_gguf(*file);
   if (tok.ok()) {
