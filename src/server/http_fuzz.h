@@ -23,7 +23,8 @@ struct FuzzServer {
 };
 
 // Sends `data` as one connection's bytes and checks the answer: nothing, or HTTP/1.1 responses
-// (after a "100 Continue" when the request expects one) whose status is never 500, a JSON error body wherever one is declared. Returns the first
+// (after a "100 Continue" when the request expects one) whose status is never 500, a JSON body
+// (unless compressed: "Accept-Encoding: gzip" is honoured) that parses, a JSON error body wherever one is declared. Returns the first
 // response's status (0: none). Aborts (BITNET_CHECK) on a broken invariant.
 int http_fuzz_one(FuzzServer& server, const uint8_t* data, size_t size);
 
