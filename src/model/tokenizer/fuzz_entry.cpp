@@ -12,12 +12,8 @@
 #include "model/tokenizer/unicode.h"
 
 namespace bitnet {
-namespace {
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // SPM's U+2581 word marker
-
-// <unk> <s> </s>, 256 byte tokens, then a few pieces and a user-defined token.
-VocabData spm_vocab(bool space_prefix) {
+VocabData spm_byte_vocab() {
   VocabData d;
   d.tokens = {"<unk>", "<s>", "</s>"};
   d.token_types = {int32_t(TokenType::kUnknown), int32_t(TokenType::kControl), int32_t(TokenType::kControl)};
@@ -27,6 +23,19 @@ VocabData spm_vocab(bool space_prefix) {
     d.tokens.emplace_back(name);
     d.token_types.push_back(int32_t(TokenType::kByte));
   }
+  d.scores.assign(d.tokens.size(), 0.0f);
+  d.unk_id = 0;
+  d.bos_id = 1;
+  d.eos_id = 2;
+  return d;
+}
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // SPM's U+2581 word marker
+
+// <unk> <s> </s>, 256 byte tokens, then a few pieces and a user-defined token.
+VocabData spm_vocab(bool space_prefix) {
+  VocabData d = spm_byte_vocab();
   const std::string sp(kSpace);
   for (const std::string& piece : {sp, std::string("a"), std::string("b"), std::string("ab"), sp + "a",
                                    sp + "ab", std::string("\xC3\xA9"), sp + sp, std::string("<tool>")}) {
@@ -36,9 +45,6 @@ VocabData spm_vocab(bool space_prefix) {
   d.token_types.back() = int32_t(TokenType::kUserDefined);
   d.scores.resize(d.tokens.size());
   for (size_t i = 0; i < d.scores.size(); ++i) d.scores[i] = -static_cast<float>(i % 7);
-  d.unk_id = 0;
-  d.bos_id = 1;
-  d.eos_id = 2;
   d.add_space_prefix = space_prefix;
   return d;
 }

@@ -17,4 +17,10 @@ namespace bitnet {
 // SPM does). fuzz_test.cpp keeps both cases. Aborts (BITNET_CHECK) on a broken invariant.
 void tokenizer_fuzz_one(const uint8_t* data, size_t size);
 
+struct VocabData;
+// An SPM vocabulary's first 259 tokens: <unk> <s> </s> (ids 0-2), then the 256 byte tokens
+// <0x00> .. <0xFF> (ids 3-258), all scores 0; the fuzzed SPM vocabularies and their regression
+// tests add pieces after them.
+VocabData spm_byte_vocab();
+
 }  // namespace bitnet

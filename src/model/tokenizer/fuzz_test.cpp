@@ -43,15 +43,7 @@ TEST(TokenizerFuzz, MutatedTextsRoundTrip) {
 // unicode_len_utf8), so a truncated 3-byte sequence (0xED) swallows the first two bytes of the
 // space marker after it; the marker goes out as byte tokens and comes back as a literal U+2581.
 TEST(TokenizerFuzz, SpmTruncatedSequenceSwallowsTheSpaceMarker) {
-  VocabData d;
-  d.tokens = {"<unk>", "<s>", "</s>"};
-  d.token_types = {int32_t(TokenType::kUnknown), int32_t(TokenType::kControl), int32_t(TokenType::kControl)};
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    d.tokens.emplace_back(name);
-    d.token_types.push_back(int32_t(TokenType::kByte));
-  }
+  VocabData d = spm_byte_vocab();
   d.tokens.insert(d.tokens.end(), {"\xE2\x96\x81", "b"});
   d.token_types.insert(d.token_types.end(), {int32_t(TokenType::kNormal), int32_t(TokenType::kNormal)});
   d.scores.assign(d.tokens.size(), 0.0f);
