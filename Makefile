@@ -32,8 +32,11 @@ FUZZ_SECONDS ?= 20
 # Tests left to the plain build: the two real-model golden runs (minutes under ASan, no code
 # path of their own) and the browser and nginx tests (third-party processes).
 ASAN_EXCLUDE ?= ^SmolLm2Golden\.|^Server\.WebPage|^Deploy\.
+# The GPU backends (left out of the sanitizer build) and their tests compiled with clang too,
+# not run (they run in the plain build): the whole tree compiles with both compilers.
+CLANG_GPU_BUILD_DIR ?= build-clang-gpu
 
-.PHONY: all deps deps-arm64 build build-arm64 build-asan run test test-host test-asan fuzz test-arm64 pyenv clean
+.PHONY: all deps deps-arm64 build build-arm64 build-asan build-clang-gpu run test test-host test-asan fuzz test-arm64 pyenv clean
 
 all: build
 
@@ -78,7 +81,7 @@ run: build
 	$(BUILD_DIR)/bin/bitnet run -m $(MODEL) -p "$(PROMPT)" -n $(N_PREDICT) --temp 0
 
 # lavapipe wants a runtime directory; PoCL and lavapipe both run on the CPU here.
-test: test-host test-asan fuzz test-arm64
+test: test-host test-asan fuzz build-clang-gpu test-arm64
 
 # A Python environment for the tests that drive the server with PyPI packages (openai,
 # schemathesis); best effort: each is tried once, and without access to PyPI the tests that need
@@ -111,6 +114,13 @@ test-asan: build-asan pyenv
 	  BITNET_SCHEMATHESIS_PYTHON=$(abspath $(PYENV))/bin/python BITNET_OPENAI_PYTHON=$(abspath $(PYENV))/bin/python \
 	  ctest --output-on-failure -j $(JOBS) --timeout 1200 -E '$(ASAN_EXCLUDE)'
 
+$(CLANG_GPU_BUILD_DIR)/build.ninja:
+	cmake -S . -B $(CLANG_GPU_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(ASAN_CXX) \
+	  -DBITNET_SHARED_DIR=$(SHARED)
+
+build-clang-gpu: deps $(CLANG_GPU_BUILD_DIR)/build.ninja
+	cmake --build $(CLANG_GPU_BUILD_DIR) -j $(JOBS) --target opencl_backend_test vulkan_backend_test
+
 # Every libFuzzer target for FUZZ_SECONDS over its seeds and the corpus kept in build-asan/fuzz.
 fuzz: build-asan
 	tests/fuzz/run.sh $(ASAN_BUILD_DIR) $(FUZZ_SECONDS) $(SHARED)
@@ -123,4 +133,4 @@ test-arm64: build-arm64
 	done
 
 clean:
-	rm -rf $(BUILD_DIR) $(ARM64_BUILD_DIR) $(ASAN_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ARM64_BUILD_DIR) $(ASAN_BUILD_DIR) $(CLANG_GPU_BUILD_DIR)
