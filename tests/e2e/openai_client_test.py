@@ -6,12 +6,9 @@ BITNET_OPENAI_PYTHON at an interpreter that has it.
 
   openai_client_test.py BITNET_CLI MODEL
 """
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
+
+from serve_util import running_server
 
 
 def main():
@@ -23,20 +20,8 @@ def main():
     from openai import OpenAI
 
     cli, model = sys.argv[1], sys.argv[2]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([cli, "serve", "-m", model, "--port", str(port), "-t", "1", "-c", "1024",
-                               "--api-key", "test-key"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except Exception:
-                time.sleep(0.1)
-        client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test-key")
+    with running_server(cli, model, "-t", "1", "-c", "1024", "--api-key", "test-key") as (base, _):
+        client = OpenAI(base_url=base + "/v1", api_key="test-key")
         models = client.models.list()
         assert models.data and models.data[0].id, models
 
@@ -61,7 +46,7 @@ def main():
             raise AssertionError("top_p=5 was accepted")
         except openai.BadRequestError as e:
             assert e.status_code == 400
-        bad = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0)
+        bad = OpenAI(base_url=base + "/v1", api_key="wrong", max_retries=0)
         try:
             bad.models.list()
             raise AssertionError("a wrong key was accepted")
@@ -69,9 +54,6 @@ def main():
             pass
         print("openai client: completions, chat, streaming, errors OK")
         return 0
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,12 @@ an interpreter that has it.
   schemathesis_test.py BITNET_CLI MODEL [MAX_EXAMPLES] [MAX_SECONDS]
 """
 import importlib.util
-import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
+
+from serve_util import running_server
 
 
 def main():
@@ -27,20 +26,7 @@ def main():
     cli, model = sys.argv[1], sys.argv[2]
     max_examples = sys.argv[3] if len(sys.argv) > 3 else "20"
     max_seconds = sys.argv[4] if len(sys.argv) > 4 else "60"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([cli, "serve", "-m", model, "--port", str(port), "-t", "1", "-c", "256"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except Exception:
-                time.sleep(0.1)
+    with running_server(cli, model, "-t", "1", "-c", "256") as (base, server):
         st = [sys.executable, "-c", "import sys; from schemathesis.cli import schemathesis; sys.exit(schemathesis())"]
         with tempfile.TemporaryDirectory(prefix="schemathesis-") as work:  # for its .schemathesis/ cache
             run = subprocess.run(st + ["run", base + "/openapi.json", "--checks", "all",
@@ -54,9 +40,6 @@ def main():
             assert r.status == 200
         print("schemathesis: every response matched openapi.json, no 5xx, server alive")
         return 0
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":
