@@ -90,24 +90,26 @@ struct PlainTiles {
   }
 };
 
-// Decode: rows one after the other, each against the one token with four accumulators. The
-// rows of a tensor are adjacent, so each thread reads one sequential stream, which the
-// hardware prefetchers follow at full bandwidth (8 rows side by side are 8 streams of a few KB).
+// One row of n weights against x[n]: four accumulators of 8 lanes over 32 weights at a time.
+template <class Row>
+float row_dot(const uint8_t* row, const float* x, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(Row::load8(row, k + 8 * j), _mm256_loadu_ps(x + k + 8 * j), acc[j]);
+  }
+  for (; k + 8 <= n; k += 8) acc[0] = _mm256_fmadd_ps(Row::load8(row, k), _mm256_loadu_ps(x + k), acc[0]);
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; k < n; ++k) sum += Row::at(row, k) * x[k];
+  return sum;
+}
+
+// Decode: rows one after the other, each against the one token (row_dot). The rows of a tensor
+// are adjacent, so each thread reads one sequential stream, which the hardware prefetchers
+// follow at full bandwidth (8 rows side by side are 8 streams of a few KB).
 template <class Row>
 void gemv_rows(const CpuWeight& w, const float* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t n = w.n_cols;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.raw.data() + r * w.row_bytes;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t k = 0;
-    for (; k + 32 <= n; k += 32) {
-      for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(Row::load8(row, k + 8 * j), _mm256_loadu_ps(x + k + 8 * j), acc[j]);
-    }
-    for (; k + 8 <= n; k += 8) acc[0] = _mm256_fmadd_ps(Row::load8(row, k), _mm256_loadu_ps(x + k), acc[0]);
-    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; k < n; ++k) sum += Row::at(row, k) * x[k];
-    y[r] = sum;
-  }
+  for (int64_t r = r0; r < r1; ++r) y[r] = row_dot<Row>(w.raw.data() + r * w.row_bytes, x, w.n_cols);
 }
 
 template <class Row>
@@ -119,17 +121,7 @@ void matmul_plain(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
 }  // namespace
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int j = 0; j < 4; ++j) {
-      acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j), acc[j]);
-    }
-  }
-  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+  return row_dot<F32Row>(reinterpret_cast<const uint8_t*>(a), b, n);
 }
 
 void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
