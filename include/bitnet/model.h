@@ -78,7 +78,8 @@ struct ModelSummary {
   uint64_t n_params = 0;
   uint64_t weight_bytes = 0;  // bytes of all weights in the file
   // Weight bytes one decode step reads: every weight but the rows of an untied token embedding
-  // (a lookup reads one row). The bandwidth bound of decoding is read GB/s / this.
+  // (a lookup reads one row), as the device stores them (the CPU's 1.6-bit ternary repack reads
+  // fewer bytes than a TQ2_0 or I2_S file holds). The bandwidth bound of decoding is read GB/s / this.
   uint64_t bytes_per_token = 0;
 };
 

@@ -42,7 +42,7 @@ uint64_t available_host_memory() {
   return 0;
 }
 
-ModelSummary summarize_model(const Network& m) {
+ModelSummary summarize_model(const Network& m, const hal::Backend* backend) {
   const ModelConfig& c = m.config();
   ModelSummary s;
   s.name = c.name;
@@ -65,7 +65,8 @@ ModelSummary summarize_model(const Network& m) {
     s.n_params += static_cast<uint64_t>(w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]);
     s.weight_bytes += w.bytes.size();
     const bool lookup_only = static_cast<hal::WeightId>(i) == m.weights().token_embd && !m.tied_head();
-    if (!lookup_only) s.bytes_per_token += w.bytes.size();
+    const uint64_t stored = backend != nullptr ? backend->weight_bytes(static_cast<hal::WeightId>(i)) : 0;
+    if (!lookup_only) s.bytes_per_token += stored > 0 ? stored : w.bytes.size();
   }
   for (const auto& [name, count] : types) {
     s.weight_types += fmt::format("{}{}:{}", s.weight_types.empty() ? "" : " ", name, count);
@@ -176,7 +177,7 @@ Result<std::shared_ptr<EngineCore>> load_core_unguarded(const EngineOptions& opt
     f.to = impl->device().id;
     impl->log(fmt::format("fallback: {} -> {}: {}", f.from, f.to, f.reason));
   }
-  impl->summary = summarize_model(impl->model);
+  impl->summary = summarize_model(impl->model, impl->backend.get());
   return impl;
 }
 

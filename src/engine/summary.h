@@ -2,10 +2,13 @@
 #pragma once
 
 #include "bitnet/engine.h"
+#include "hal/backend.h"
 #include "model/model.h"
 
 namespace bitnet {
 
-ModelSummary summarize_model(const Network& model);
+// bytes_per_token counts each weight as `backend` stores it (hal::Backend::weight_bytes), the
+// file's bytes where the backend does not say or there is no backend (a file not yet loaded).
+ModelSummary summarize_model(const Network& model, const hal::Backend* backend = nullptr);
 
 }  // namespace bitnet

@@ -66,6 +66,10 @@ class Backend {
   virtual std::vector<std::string> kernels_used() const = 0;
 
   virtual BackendStats stats() const { return {}; }
+  // Bytes of weight `id` as this backend stores and reads it (a repack may be smaller or
+  // larger than the file's bytes); 0 when the backend does not know. Decode's bandwidth bound
+  // is counted from these (ModelSummary::bytes_per_token).
+  virtual uint64_t weight_bytes(WeightId /*id*/) const { return 0; }
   // Frees scratch memory (activation buffers, pooled buffers) after an out-of-memory error;
   // weights and the KV cache stay. The next compute() allocates what it needs again.
   virtual void release_scratch() {}

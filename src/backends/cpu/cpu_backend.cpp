@@ -178,6 +178,11 @@ class CpuBackend final : public hal::Backend {
 
   std::vector<std::string> kernels_used() const override { return kernels_used_.names(kernels_->name); }
 
+  uint64_t weight_bytes(hal::WeightId id) const override {
+    if (id < 0 || static_cast<size_t>(id) >= weights_.size()) return 0;
+    return weight(id).read_bytes();
+  }
+
   hal::BackendStats stats() const override {
     hal::BackendStats s;
     s.weight_bytes = weight_bytes_;

@@ -327,6 +327,11 @@ uint64_t CpuWeight::resident_bytes() const {
   return ternary.packed.size() + ternary.scales.size() * sizeof(float) + values.size() * sizeof(float);
 }
 
+uint64_t CpuWeight::read_bytes() const {
+  if (!values.empty()) return values.size() * sizeof(float);
+  return ternary.packed.empty() ? raw.size() : resident_bytes();
+}
+
 Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_group, ThreadPool* pool,
                                  TernaryLayout layout) {
   CpuWeight w;

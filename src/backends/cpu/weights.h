@@ -102,6 +102,9 @@ struct CpuWeight {
   bool is_ternary() const { return !ternary.packed.empty(); }
   // Bytes the backend holds for this weight beyond the mapped file (repacked and 1-D weights).
   uint64_t resident_bytes() const;
+  // Bytes the kernels read for one use of the weight: the ternary repack, the dequantized
+  // values of a one-row weight, else the file's bytes (raw).
+  uint64_t read_bytes() const;
 };
 
 // Prepares one weight for the CPU kernels: ternary formats are decoded and repacked into row

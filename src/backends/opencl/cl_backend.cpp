@@ -67,6 +67,11 @@ class ClBackend final : public hal::Backend {
 
   std::vector<std::string> kernels_used() const override { return {kernels_used_.begin(), kernels_used_.end()}; }
 
+  uint64_t weight_bytes(hal::WeightId id) const override {
+    const DeviceWeight* w = weight(id);
+    return w != nullptr ? w->n_bytes : 0;
+  }
+
   hal::BackendStats stats() const override {
     hal::BackendStats s;
     for (const DeviceWeight& w : weights_) s.weight_bytes += w.n_bytes;

@@ -48,6 +48,9 @@ class VulkanBackend final : public hal::Backend {
     return {kernels_used_.begin(), kernels_used_.end()};
   }
   hal::BackendStats stats() const override;
+  uint64_t weight_bytes(hal::WeightId id) const override {
+    return id >= 0 && static_cast<size_t>(id) < weights_.size() ? weight(id).device_bytes() : 0;
+  }
   void release_scratch() override;
 
  private:
