@@ -320,6 +320,95 @@ __m128 t5_row_group(const CpuWeight& w, const Q8Rows& x, const T5Act& act, int64
   return acc;
 }
 
+// The 16 lane sums of v[0..15] in one vector (lane k: sum of v[k]): pairs are interleaved and
+// added at 32, 64 and 128 bits, halving the vectors each round.
+[[gnu::always_inline]] inline __m512i reduce16(const __m512i v[16]) {
+  __m512i a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) {
+    a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {
+    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+  }
+  // 128-bit chunk q of b[i]: the chunk-q sums of v[4i .. 4i+3].
+  for (int i = 0; i < 2; ++i) {
+    c[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Decode with one scale per row: 256 x the exact int32 dots of the 4 rows of row group rg, one
+// vector per row (lane sums), all vectors in one flat loop (a full vector's 5 positions are
+// 320 consecutive activations in T5 order). Plain local accumulators: GCC keeps them in
+// registers without the copies it makes of T5Acc's arrays.
+void t5_row_group_dots(const CpuWeight& w, const T5Act& act, int64_t rg, __m512i d[kT5Rows]) {
+  const int64_t n_cols = w.n_cols;
+  const int64_t n_vec = t5_vectors(n_cols);
+  const int64_t n_full = 4 * (n_cols / kT5ChunkCols);
+  const uint8_t* c = w.ternary.packed.data() + rg * n_vec * kT5Rows * kT5VectorBytes;
+  const int8_t* a = act.q.data();
+  __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0, p3 = p0, q0 = p0, q1 = p0, q2 = p0, q3 = p0;
+  const auto position = [&](__m512i& m0, __m512i& m1, __m512i& m2, __m512i& m3, const int8_t* x) {
+    const __m512i v = _mm512_loadu_si512(x);
+    p0 = _mm512_dpbusd_epi32(p0, m0, v);
+    p1 = _mm512_dpbusd_epi32(p1, m1, v);
+    p2 = _mm512_dpbusd_epi32(p2, m2, v);
+    p3 = _mm512_dpbusd_epi32(p3, m3, v);
+    m0 = _mm512_add_epi8(m0, _mm512_add_epi8(m0, m0));
+    m1 = _mm512_add_epi8(m1, _mm512_add_epi8(m1, m1));
+    m2 = _mm512_add_epi8(m2, _mm512_add_epi8(m2, m2));
+    m3 = _mm512_add_epi8(m3, _mm512_add_epi8(m3, m3));
+    q0 = _mm512_dpbusd_epi32(q0, m0, v);
+    q1 = _mm512_dpbusd_epi32(q1, m1, v);
+    q2 = _mm512_dpbusd_epi32(q2, m2, v);
+    q3 = _mm512_dpbusd_epi32(q3, m3, v);
+  };
+  for (int64_t u = 0; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+    __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + 64), m2 = _mm512_load_si512(c + 128),
+            m3 = _mm512_load_si512(c + 192);
+    if (u < n_full) {
+      const int8_t* x = a + 320 * u;
+      for (int i = 0; i < 5; ++i) position(m0, m1, m2, m3, x + 64 * i);
+    } else {
+      const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
+      for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) position(m0, m1, m2, m3, a + col0 + 64 * i);
+    }
+  }
+  // 3P - Q per row, as T5Acc::d.
+  d[0] = _mm512_sub_epi32(_mm512_add_epi32(p0, _mm512_add_epi32(p0, p0)), q0);
+  d[1] = _mm512_sub_epi32(_mm512_add_epi32(p1, _mm512_add_epi32(p1, p1)), q1);
+  d[2] = _mm512_sub_epi32(_mm512_add_epi32(p2, _mm512_add_epi32(p2, p2)), q2);
+  d[3] = _mm512_sub_epi32(_mm512_add_epi32(p3, _mm512_add_epi32(p3, p3)), q3);
+}
+
+// Decode with one scale per row, rows [r0, r1): 4 row groups' dots at a time are reduced
+// together (reduce16) and go through the float update as one vector of 16 rows, so the long
+// reduce-convert-divide chain runs once per 16 rows, off the row groups' loop.
+void t5_gemv_rows(const CpuWeight& w, const Q8Rows& x, const T5Act& act, float* y, int64_t r0, int64_t r1) {
+  const __m512 s = _mm512_set1_ps(x.scale[0]);
+  const __m512i act_sum = _mm512_set1_epi32(x.block_sum(0, 0, w.n_cols / kGroupCols));
+  const int64_t rg_end = (r1 + kT5Rows - 1) / kT5Rows;
+  for (int64_t rg0 = r0 / kT5Rows; rg0 < rg_end; rg0 += 4) {
+    __m512i d[16];
+    for (int g = 0; g < 4; ++g) {
+      if (rg0 + g < rg_end) {
+        t5_row_group_dots(w, act, rg0 + g, d + kT5Rows * g);
+      } else {
+        for (int r = 0; r < kT5Rows; ++r) d[kT5Rows * g + r] = _mm512_setzero_si512();
+      }
+    }
+    const int64_t row0 = rg0 * kT5Rows;
+    const int64_t lo = max64(r0, row0) - row0;
+    const int64_t hi = min64(r1, row0 + 16) - row0;
+    const __mmask16 rows = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+    const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srai_epi32(reduce16(d), 8), act_sum));
+    const __m512 sc = _mm512_maskz_loadu_ps(rows, w.ternary.scales.data() + row0);
+    _mm512_mask_storeu_ps(y + row0, rows, _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_div_ps(dot, s), sc)));
+  }
+}
+
 template <bool kBlocked>
 void t5_gemv(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   const T5Act& act = t5_act(w, x, 0);
@@ -335,6 +424,17 @@ __m512i t5_codes(__m512i m) {
   const __m512i one = _mm512_set1_epi8(1);
   return _mm512_add_epi8(_mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(m, _mm512_set1_epi8(86)), one),
                          _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(m, _mm512_set1_epi8(static_cast<char>(171))), one));
+}
+
+// 64 x the codes of position i of a state vector m, for vpdpbusd: bit 7 of vpavgb(m, 84) =
+// (m + 85) / 256 = [m >= 171] and bit 7 of vpavgb(m, 169) = [m >= 86], and the rounding average
+// of those two bits (0 or 128 each) is 0, 64 or 128. Five byte operations that Zen 4 runs beside
+// vpdpbusd, where t5_codes' compares take vpdpbusd's own pipes.
+[[gnu::always_inline]] inline __m512i t5_codes64(__m512i m) {
+  const __m512i top = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i ge171 = _mm512_and_si512(_mm512_avg_epu8(m, _mm512_set1_epi8(84)), top);
+  const __m512i ge86 = _mm512_and_si512(_mm512_avg_epu8(m, _mm512_set1_epi8(static_cast<char>(169))), top);
+  return _mm512_avg_epu8(ge171, ge86);
 }
 
 // One row's T5 vectors (row r of row group `codes`) as codes in column order into row[n_cols].
@@ -401,31 +501,12 @@ void t5_to_2bit(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch& s) {
 // (batched decode steps of a server). The int32 dot of a whole row is exact in any order, so the one float
 // update per row and token gives the scalar twin's bits.
 
-// The 16 lane sums of v[0..15] in one vector (lane k: sum of v[k]): pairs are interleaved and
-// added at 32, 64 and 128 bits, halving the vectors each round.
-[[gnu::always_inline]] inline __m512i reduce16(const __m512i v[16]) {
-  __m512i a[8], b[4], c[2];
-  for (int i = 0; i < 8; ++i) {
-    a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-  }
-  for (int i = 0; i < 4; ++i) {
-    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
-  }
-  // 128-bit chunk q of b[i]: the chunk-q sums of v[4i .. 4i+3].
-  for (int i = 0; i < 2; ++i) {
-    c[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 // One position: the codes of R rows' states m[0..R-1] against tokens 0 .. T-1 (token j's 64
 // activations at a + j * stride) into acc[R * j + r]; then the states step to the next position.
 template <int R, int T>
 [[gnu::always_inline]] inline void t5_tile_position(__m512i m[R], const int8_t* a, int64_t stride, __m512i acc[16]) {
   __m512i c[R];
-  for (int r = 0; r < R; ++r) c[r] = t5_codes(m[r]);
+  for (int r = 0; r < R; ++r) c[r] = t5_codes64(m[r]);
   for (int j = 0; j < T; ++j) {
     const __m512i x = _mm512_loadu_si512(a + j * stride);
     for (int r = 0; r < R; ++r) acc[R * j + r] = _mm512_dpbusd_epi32(acc[R * j + r], c[r], x);
@@ -434,7 +515,7 @@ template <int R, int T>
 }
 
 // Rows h * R .. h * R + R-1 of row group rg against T tokens (act: their T5-ordered
-// activations, n_cols apart): lane R * j + r of the result is the exact dot of row h * R + r and
+// activations, n_cols apart): lane R * j + r of the result is 64 x the exact dot of row h * R + r and
 // token j (0 for j >= T).
 // Rows per pass: 2 rows x 8 tokens ran 107-116 GMAC/s on one Zen 4 core, 4 rows x 4 tokens
 // about 100 (the decode's compares and adds per row then outweigh the saved loads).
@@ -451,17 +532,19 @@ __m512i t5_tile_dots(const CpuWeight& w, int64_t rg, int h, const int8_t* act) {
   const uint8_t* c = w.ternary.packed.data() + (rg * n_vec * kT5Rows + R * h) * kT5VectorBytes;
   __m512i acc[16];
   for (auto& v : acc) v = _mm512_setzero_si512();
-  for (int64_t u = 0; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+  // Full vectors (5 positions, 320 consecutive activations), then the tail's vectors of 4 (or
+  // 2) positions: two loops, so that GCC keeps the accumulators in registers through the first.
+  int64_t u = 0;
+  for (; u < n_full; ++u, c += kT5Rows * kT5VectorBytes) {
     __m512i m[R];
-    for (int r = 0; r < R; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
-    if (u < n_full) {
-      for (int i = 0; i < 5; ++i) t5_tile_position<R, T>(m, act + 320 * u + 64 * i, n_cols, acc);
-    } else {
-      const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
-      for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) {
-        t5_tile_position<R, T>(m, act + col0 + 64 * i, n_cols, acc);
-      }
-    }
+    for (int r = 0; r < R; ++r) m[r] = _mm512_load_si512(c + r * kT5VectorBytes);
+    for (int i = 0; i < 5; ++i) t5_tile_position<R, T>(m, act + 320 * u + 64 * i, n_cols, acc);
+  }
+  for (; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+    __m512i m[R];
+    for (int r = 0; r < R; ++r) m[r] = _mm512_load_si512(c + r * kT5VectorBytes);
+    const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
+    for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) t5_tile_position<R, T>(m, act + col0 + 64 * i, n_cols, acc);
   }
   return reduce16(acc);
 }
@@ -487,7 +570,7 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
     for (int h = 0; h < kT5Rows / R; ++h) {
       const int64_t row0 = rg * kT5Rows + R * h;
       if (row0 + R <= ra || row0 >= rb) continue;
-      const __m512i dot = t5_tile_dots<R, T>(w, rg, h, act + t0 * w.n_cols);
+      const __m512i dot = _mm512_srai_epi32(t5_tile_dots<R, T>(w, rg, h, act + t0 * w.n_cols), 6);
       const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(R * h)),
                                               _mm512_castps128_ps512(_mm_loadu_ps(w.ternary.scales.data() + rg * kT5Rows)));
       const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, sum16));
@@ -550,7 +633,7 @@ void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, i
     const bool native = w.ternary.scale_block == w.n_cols && x.n_tokens <= kT5NativeMaxTokens;
     return native ? t5_gemm_rows(w, x, y, r0, r1) : t5_gemm(w, x, y, r0, r1);
   }
-  if (w.ternary.scale_block == w.n_cols) return t5_gemv<false>(w, x, y, r0, r1);
+  if (w.ternary.scale_block == w.n_cols) return t5_gemv_rows(w, x, t5_act(w, x, 0), y, r0, r1);
   t5_gemv<true>(w, x, y, r0, r1);
 }
 
