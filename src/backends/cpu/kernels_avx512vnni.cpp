@@ -493,6 +493,51 @@ void t5_to_2bit(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch& s) {
   }
 }
 
+// Row groups [rg0, rg0 + n_rg) of T5 weight w, one scale per row, rewritten in the 2-bit layout
+// (rows_per_group 4) with the columns in T5 order, for activations in T5 order (t5_order): the
+// row's dot is the same sum, in another order, exact in int32. Position k of a row (its k-th 64
+// codes, vector after vector) holds T5-order columns 64k .. 64k+63, so 2-bit group g is positions
+// 2g and 2g+1, P and P' (codes c): byte j = P[j] << 6 | P[32+j] << 4 | P'[j] << 2 | P'[32+j].
+// Straight from the states in registers: no row of codes in memory, as t5_to_2bit needs for
+// column order.
+void t5_to_2bit_t5order(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch& s) {
+  // Byte j of a position's 64 codes P: P[j] << 2 | P[32+j].
+  const auto halves = [](__m512i p) {
+    return _mm256_or_si256(_mm256_slli_epi16(_mm512_castsi512_si256(p), 2), _mm512_extracti64x4_epi64(p, 1));
+  };
+  const int64_t n_vec = t5_vectors(w.n_cols);
+  const int64_t n_full = 4 * (w.n_cols / kT5ChunkCols);
+  const int64_t n_groups = w.n_cols / kGroupCols;
+  for (int64_t g = 0; g < n_rg; ++g) {
+    const uint8_t* codes = w.ternary.packed.data() + (rg0 + g) * n_vec * kT5Rows * kT5VectorBytes;
+    for (int r = 0; r < kT5Rows; ++r) {
+      uint8_t* dst = s.w.ternary.packed.data() + s.w.ternary.group_offset(g * kT5Rows + r, 0, n_groups);
+      __m512i first = _mm512_setzero_si512();  // codes of the group's first position
+      bool have_first = false;
+      for (int64_t u = 0; u < n_vec; ++u) {
+        __m512i m = _mm512_load_si512(codes + (u * kT5Rows + r) * kT5VectorBytes);
+        const int64_t n_pos = u < n_full ? 5 : min64(4, (w.n_cols - kT5ChunkCols * (n_full / 4) - 256 * (u - n_full)) / 64);
+        for (int64_t i = 0; i < n_pos; ++i) {
+          const __m512i c = t5_codes(m);
+          m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
+          if (!have_first) {
+            first = c;
+            have_first = true;
+            continue;
+          }
+          // Bytes below 16: the 16-bit shifts carry nothing into the next byte.
+          const __m256i b = _mm256_or_si256(_mm256_slli_epi16(halves(first), 4), halves(c));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(dst), b);
+          dst += kT5Rows * kGroupBytes;  // the row's next group
+          have_first = false;
+        }
+      }
+    }
+    const float* src = w.ternary.scales.data() + (rg0 + g) * kT5Rows;
+    for (int r = 0; r < kT5Rows; ++r) s.w.ternary.scales[static_cast<size_t>(g * kT5Rows + r)] = src[r];
+  }
+}
+
 // ---- T5 prefill with one scale per row: codes decoded in registers ----
 //
 // A position's 64 codes of R rows are decoded once (t5_codes) and meet the same position of
@@ -605,17 +650,31 @@ void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int
 // Prefill on T5 weights with a scale per 256 columns: a cache block of row groups at a time is rewritten in the 2-bit
 // layout into this thread's scratch and run through the 2-bit tiles, so the tiles stay the
 // one prefill kernel; the rewrite costs one pass over the block, shared by all tokens.
+// With one scale per row the block is rewritten with its columns in T5 order and the tiles
+// read the activations in T5 order too (t5_to_2bit_t5order): half the rewrite's work. The
+// activation sums of the tiles' one block are the whole row's, the same in any order.
 void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   const int64_t rg_bytes = w.n_cols / kGroupCols * kT5Rows * kGroupBytes;  // 2-bit codes of a row group
   const int64_t block_rg = max64(1, W2A8::kBlockCodeBytes / rg_bytes);
+  const bool t5_order_cols = w.ternary.scale_block == w.n_cols;
+  Q8Rows xt = x;
+  if (t5_order_cols) {
+    T5Act& act = t5_act_scratch(w.n_cols, x.n_tokens);
+    for (int64_t t = 0; t < x.n_tokens; ++t) t5_order(x.q + t * w.n_cols, w.n_cols, act.q.data() + t * w.n_cols);
+    xt.q = act.q.data();
+  }
   for (int64_t rg0 = r0 / kT5Rows; rg0 * kT5Rows < r1; rg0 += block_rg) {
     const int64_t n_rg = min64(block_rg, (r1 + kT5Rows - 1) / kT5Rows - rg0);
     T5Scratch& scratch = t5_prefill_scratch(w, n_rg, x.n_tokens);
-    t5_to_2bit(w, rg0, n_rg, scratch);
+    if (t5_order_cols) {
+      t5_to_2bit_t5order(w, rg0, n_rg, scratch);
+    } else {
+      t5_to_2bit(w, rg0, n_rg, scratch);
+    }
     const int64_t base = rg0 * kT5Rows;
     const int64_t a = max64(r0, base) - base;
     const int64_t b = min64(r1, base + n_rg * kT5Rows) - base;
-    ternary_gemm<W2A8>(scratch.w, x, scratch.y.data(), a, b);
+    ternary_gemm<W2A8>(scratch.w, xt, scratch.y.data(), a, b);
     for (int64_t t = 0; t < x.n_tokens; ++t) {
       for (int64_t r = a; r < b; ++r) y[t * w.n_rows + base + r] = scratch.y[static_cast<size_t>(t * scratch.w.n_rows + r)];
     }
