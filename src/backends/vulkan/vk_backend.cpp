@@ -8,7 +8,7 @@ namespace bitnet::vulkan {
 
 Result<std::unique_ptr<hal::Backend>> VulkanBackend::create(const VulkanOptions& options) {
   std::unique_ptr<VulkanBackend> b(new VulkanBackend());
-  BITNET_ASSIGN_OR_RETURN(b->ctx_, Context::create(options.device_index));
+  BITNET_ASSIGN_OR_RETURN(b->ctx_, Context::create(options.device_index, options.int8_dot));
   if (options.max_device_bytes > 0) b->ctx_->limit_heap(options.max_device_bytes);
   b->max_binding_bytes_ = b->ctx_->max_binding_bytes();
   if (options.max_binding_bytes > 0) b->max_binding_bytes_ = std::min(b->max_binding_bytes_, options.max_binding_bytes);

@@ -66,7 +66,18 @@ void Buffer::reset() {
   size_ = 0;
 }
 
-Result<std::unique_ptr<Context>> Context::create(int device_index) {
+bool device_has_extension(VkPhysicalDevice dev, const char* name) {
+  uint32_t n = 0;
+  if (vkEnumerateDeviceExtensionProperties(dev, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> exts(n);
+  if (vkEnumerateDeviceExtensionProperties(dev, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
+  for (const VkExtensionProperties& e : exts) {
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  }
+  return false;
+}
+
+Result<std::unique_ptr<Context>> Context::create(int device_index, bool int8_dot) {
   std::unique_ptr<Context> ctx(new Context());
   const VkResult r = create_instance(&ctx->instance_);
   if (r != VK_SUCCESS) {
@@ -112,6 +123,20 @@ Result<std::unique_ptr<Context>> Context::create(int device_index) {
   enabled.shaderFloat64 = supported.shaderFloat64;
   ctx->shader_float64_ = supported.shaderFloat64 == VK_TRUE;
 
+  // The packed int8 dot product: the KHR extension (the instance asks for API 1.2, so 1.3's core
+  // feature is reached through it) and its feature, chained into the device's create info.
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
+  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  const char* dot_extension = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+  if (int8_dot && device_has_extension(ctx->physical_, dot_extension)) {
+    VkPhysicalDeviceFeatures2 features2{};
+    features2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    features2.pNext = &dot;
+    vkGetPhysicalDeviceFeatures2(ctx->physical_, &features2);
+    ctx->int8_dot_ = dot.shaderIntegerDotProduct == VK_TRUE;
+  }
+  dot.shaderIntegerDotProduct = ctx->int8_dot_ ? VK_TRUE : VK_FALSE;
+
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo queue_info{};
   queue_info.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
@@ -123,6 +148,11 @@ Result<std::unique_ptr<Context>> Context::create(int device_index) {
   device_info.queueCreateInfoCount = 1;
   device_info.pQueueCreateInfos = &queue_info;
   device_info.pEnabledFeatures = &enabled;
+  if (ctx->int8_dot_) {
+    device_info.pNext = &dot;
+    device_info.enabledExtensionCount = 1;
+    device_info.ppEnabledExtensionNames = &dot_extension;
+  }
   BITNET_VK_RETURN_IF_ERROR(vkCreateDevice(ctx->physical_, &device_info, nullptr, &ctx->device_));
   vkGetDeviceQueue(ctx->device_, ctx->queue_family_, 0, &ctx->queue_);
 

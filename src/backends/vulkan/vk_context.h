@@ -59,9 +59,13 @@ class Buffer {
 
 enum class MemoryKind { kDevice, kHostVisible };
 
+// Whether physical device `dev` offers device extension `name`.
+bool device_has_extension(VkPhysicalDevice dev, const char* name);
+
 class Context {
  public:
-  static Result<std::unique_ptr<Context>> create(int device_index);
+  // int8_dot: enable VK_KHR_shader_integer_dot_product where the device has it.
+  static Result<std::unique_ptr<Context>> create(int device_index, bool int8_dot = true);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   ~Context();
@@ -69,6 +73,8 @@ class Context {
   VkDevice device() const { return device_; }
   const VkPhysicalDeviceProperties& properties() const { return props_; }
   bool shader_float64() const { return shader_float64_; }
+  // The integer dot product feature is enabled (dotPacked4x8EXT in shaders).
+  bool int8_dot() const { return int8_dot_; }
   uint64_t heap_bytes() const { return heap_bytes_; }
   uint64_t device_bytes_in_use() const { return device_bytes_; }
   // Caps the device memory this context may allocate (below the heap size).
@@ -102,6 +108,7 @@ class Context {
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties memory_props_{};
   bool shader_float64_ = false;
+  bool int8_dot_ = false;
   uint64_t heap_bytes_ = 0;
   uint64_t device_bytes_ = 0;
 };

@@ -258,7 +258,7 @@ Status VulkanBackend::record_matmul(VkCommandBuffer cb, const hal::Graph& graph,
       if (ternary) {
         const uint32_t push[] = {u32(w.n_cols), u32(c.n_rows), u32(c.row0), u32(y.n_cols),
                                  u32(nt), u32(w.scale_block), u32(t_base), y_offset};
-        BITNET_RETURN_IF_ERROR(dispatch(cb, Kernel::kMatmulW2A8, {bind(c.data), bind(c.scales), bind(xa.q), bind(xa.scale), yw},
+        BITNET_RETURN_IF_ERROR(dispatch(cb, ctx_->int8_dot() ? Kernel::kMatmulW2A8Dot : Kernel::kMatmulW2A8, {bind(c.data), bind(c.scales), bind(xa.q), bind(xa.scale), yw},
                                         push, sizeof(push), groups_x, groups_y));
       } else {
         const uint32_t push[] = {u32(w.n_cols), u32(c.n_rows), u32(c.row0), u32(y.n_cols), u32(nt), u32(t_base), y_offset};

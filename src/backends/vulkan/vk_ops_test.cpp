@@ -65,25 +65,32 @@ void PrintTo(const TernaryCase& c, std::ostream* os) {
 
 class VulkanTernaryTypes : public testing::TestWithParam<TernaryCase> {};
 
+// Both W2A8 shaders: the packed int8 dot product (where the device has it: lavapipe does) and
+// the plain loop, each bit-identical to the reference.
 TEST_P(VulkanTernaryTypes, QuantizeAndMatmulW2A8) {
   const TernaryCase c = GetParam();
-  RUNNER_OR_SKIP(r, VulkanOptions{});
-  Weights w;
-  const hal::WeightId x = w.add_float(GgmlType::kF32, c.n_cols, kVocab, -3.0f, 3.0f);
-  const hal::WeightId m = w.add_ternary(c.type, c.n_cols, c.n_rows);
-  r.load(w);
-  for (int64_t n_tokens : {1, 7}) {
-    G g(n_tokens);
-    const hal::ActId in = g.input(x, c.n_cols);
-    const hal::ActId q = g.act(c.n_cols, ActType::kQ8);
-    const hal::ActId out = g.act(c.n_rows);
-    g.op({.kind = OpKind::kQuantizeAct, .dst = q, .a = in});
-    g.op({.kind = OpKind::kMatmul, .dst = out, .a = q, .w = m});
-    r.check(g.g, out, 0.0, 0.0);  // exact integer sums, the reference's float steps: bit-identical
+  const auto devices = probe().devices;
+  const bool device_dot = !devices.empty() && devices[0].int8_dot;
+  for (bool int8_dot : {true, false}) {
+    RUNNER_OR_SKIP(r, VulkanOptions{.int8_dot = int8_dot});
+    Weights w;
+    const hal::WeightId x = w.add_float(GgmlType::kF32, c.n_cols, kVocab, -3.0f, 3.0f);
+    const hal::WeightId m = w.add_ternary(c.type, c.n_cols, c.n_rows);
+    r.load(w);
+    for (int64_t n_tokens : {1, 7}) {
+      G g(n_tokens);
+      const hal::ActId in = g.input(x, c.n_cols);
+      const hal::ActId q = g.act(c.n_cols, ActType::kQ8);
+      const hal::ActId out = g.act(c.n_rows);
+      g.op({.kind = OpKind::kQuantizeAct, .dst = q, .a = in});
+      g.op({.kind = OpKind::kMatmul, .dst = out, .a = q, .w = m});
+      r.check(g.g, out, 0.0, 0.0);  // exact integer sums, the reference's float steps: bit-identical
+    }
+    const auto used = r.vk->kernels_used();
+    const char* matmul = int8_dot && device_dot ? "vulkan:matmul_w2a8_dot" : "vulkan:matmul_w2a8";
+    EXPECT_NE(std::find(used.begin(), used.end(), matmul), used.end()) << matmul;
+    EXPECT_NE(std::find(used.begin(), used.end(), "vulkan:quantize_act"), used.end());
   }
-  const auto used = r.vk->kernels_used();
-  EXPECT_NE(std::find(used.begin(), used.end(), "vulkan:matmul_w2a8"), used.end());
-  EXPECT_NE(std::find(used.begin(), used.end(), "vulkan:quantize_act"), used.end());
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanTernaryTypes,

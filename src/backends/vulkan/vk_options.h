@@ -14,6 +14,9 @@ struct VulkanOptions {
   int device_index = 0;
   uint64_t max_binding_bytes = 0;  // 0: the device's maxStorageBufferRange
   uint64_t max_device_bytes = 0;   // 0: the device-local heap size
+  // Use the device's packed int8 dot product (VK_KHR_shader_integer_dot_product) in the W2A8
+  // matmul where it has one; false: the plain shader (tests compare the two).
+  bool int8_dot = true;
 };
 
 Result<std::unique_ptr<hal::Backend>> make_backend(const VulkanOptions& options);

@@ -50,6 +50,7 @@ constexpr KernelDesc kKernels[] = {
     {"vulkan:matmul_iq4_nl", "matmul_float.spv", 13, 64},
     {"vulkan:matmul_iq4_xs", "matmul_float.spv", 14, 64},
     {"vulkan:matmul_w2a8", "matmul_w2a8.spv", 0, 64},
+    {"vulkan:matmul_w2a8_dot", "matmul_w2a8_dot.spv", 0, 64},
     {"vulkan:quantize_act", "quantize_act.spv", 0, 64},
     {"vulkan:rms_norm", "rms_norm.spv", 0, 64},
     {"vulkan:rope", "rope.spv", 0, 64},

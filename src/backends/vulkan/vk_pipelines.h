@@ -21,6 +21,7 @@ enum class Kernel : int {
   kEmbedQ4_0, kEmbedQ4_1, kEmbedQ5_0, kEmbedQ5_1, kEmbedQ2_K, kEmbedQ3_K, kEmbedQ4_K, kEmbedQ5_K, kEmbedQ6_K, kEmbedIQ4_NL, kEmbedIQ4_XS,
   kMatmulQ4_0, kMatmulQ4_1, kMatmulQ5_0, kMatmulQ5_1, kMatmulQ2_K, kMatmulQ3_K, kMatmulQ4_K, kMatmulQ5_K, kMatmulQ6_K, kMatmulIQ4_NL, kMatmulIQ4_XS,
   kMatmulW2A8,
+  kMatmulW2A8Dot,  // the same with the packed int8 dot, OpSDot (Context::int8_dot)
   kQuantizeAct,
   kRmsNorm,
   kRope,

@@ -30,23 +30,12 @@ std::string version_string(uint32_t v) {
   return fmt::format("{}.{}.{}", VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v));
 }
 
-bool has_extension(VkPhysicalDevice dev, const char* name) {
-  uint32_t n = 0;
-  if (vkEnumerateDeviceExtensionProperties(dev, nullptr, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkExtensionProperties> exts(n);
-  if (vkEnumerateDeviceExtensionProperties(dev, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
-  for (const VkExtensionProperties& e : exts) {
-    if (std::strcmp(e.extensionName, name) == 0) return true;
-  }
-  return false;
-}
-
 hal::DeviceInfo describe(VkPhysicalDevice dev, int index) {
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(dev, &props);
   const bool v12 = props.apiVersion >= VK_API_VERSION_1_2;
   const bool dot_product = props.apiVersion >= VK_API_VERSION_1_3 ||
-                           has_extension(dev, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+                           device_has_extension(dev, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
 
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;

@@ -1,5 +1,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef INT_DOT
+// Debian's glslang has no GL_EXT_integer_dot_product: the SPIR-V instruction itself (OpSDot,
+// SPV_KHR_integer_dot_product; capabilities DotProduct and DotProductInput4x8BitPacked) with
+// the packed 4x8-bit operand format (0).
+#extension GL_EXT_spirv_intrinsics : require
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot_4x8_packed(uint a, uint b, spirv_literal int packed_format);
+#endif
 // Ternary W2A8 matmul over one row chunk of the weight:
 //   y[t][row0 + r] = sum_b float(sum_{k in b} (code - 1) * q[t][k]) / s[t] * scale[r][b]
 // One invocation per (row, tile of TILE_T tokens), blocks in order: each block's sum is an exact
@@ -30,6 +38,14 @@ layout(push_constant) uniform Params {
 const uint TILE_T = 4u;
 
 // sum over the 4 lanes of (code - 1) * q for codes c4 (one per byte) and the int8 quad a.
+#ifdef INT_DOT
+// The packed int8 dot product (matmul_w2a8_dot.spv, for devices with shaderIntegerDotProduct):
+// code - 1 as a signed byte without borrows between bytes, ((c | 0x80) - 1) ^ 0x80, then one
+// signed packed dot. The same exact int32 sum as the loop below.
+int dot4(uint c4, uint a) {
+  return sdot_4x8_packed(((c4 | 0x80808080u) - 0x01010101u) ^ 0x80808080u, a, 0);
+}
+#else
 int dot4(uint c4, uint a) {
   int s = 0;
   for (uint j = 0u; j < 4u; ++j) {
@@ -38,6 +54,7 @@ int dot4(uint c4, uint a) {
   }
   return s;
 }
+#endif
 
 void main() {
   uint r = gl_GlobalInvocationID.x;
