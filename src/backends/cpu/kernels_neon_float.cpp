@@ -1,6 +1,6 @@
 // NEON set, float weights: matmul over F32/F16/BF16 rows read in place (the tied F16
 // token embedding as output head is the largest tensor read per decoded token), FMA into
-// several accumulators. Other formats are dequantized block by block. Sums run in another
+// several accumulators; decode row after row, prefill in tiles. Other formats are dequantized block by block. Sums run in another
 // order than the scalar twin's, so results differ from it in the last bits.
 #include <arm_neon.h>
 
@@ -83,25 +83,44 @@ struct PlainTiles {
   }
 };
 
+// One row of n weights against x: four accumulators of 4 lanes (FMA latency), then the row's
+// last n % 4 weights one by one.
+template <class Row>
+float row_dot(const uint8_t* row, const float* x, int64_t n) {
+  float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    for (int j = 0; j < 4; ++j) acc[j] = vfmaq_f32(acc[j], Row::load4(row, k + 4 * j), vld1q_f32(x + k + 4 * j));
+  }
+  for (; k + 4 <= n; k += 4) acc[0] = vfmaq_f32(acc[0], Row::load4(row, k), vld1q_f32(x + k));
+  float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+  for (; k < n; ++k) sum += Row::at(row, k) * x[k];
+  return sum;
+}
+
+// Decode: rows one after the other, each against the one token (row_dot), as the AVX2 set: one
+// sequential stream per thread for the prefetchers, where the tiles' R rows side by side are R
+// streams of a few KB.
+template <class Row>
+void matmul_plain(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
+  if (n_tokens == 1) {
+    for (int64_t r = r0; r < r1; ++r) y[r] = row_dot<Row>(w.raw.data() + r * w.row_bytes, x, w.n_cols);
+    return;
+  }
+  matmul_tiles<PlainTiles<Row>>(w, x, n_tokens, y, r0, r1);
+}
+
 }  // namespace
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-  float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 4; ++j) acc[j] = vfmaq_f32(acc[j], vld1q_f32(a + i + 4 * j), vld1q_f32(b + i + 4 * j));
-  }
-  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], vld1q_f32(a + i), vld1q_f32(b + i));
-  float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+  return row_dot<F32Row>(reinterpret_cast<const uint8_t*>(a), b, n);
 }
 
 void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
   switch (w.type) {
-    case GgmlType::kF32: return matmul_tiles<PlainTiles<F32Row>>(w, x, n_tokens, y, r0, r1);
-    case GgmlType::kF16: return matmul_tiles<PlainTiles<F16Row>>(w, x, n_tokens, y, r0, r1);
-    case GgmlType::kBF16: return matmul_tiles<PlainTiles<BF16Row>>(w, x, n_tokens, y, r0, r1);
+    case GgmlType::kF32: return matmul_plain<F32Row>(w, x, n_tokens, y, r0, r1);
+    case GgmlType::kF16: return matmul_plain<F16Row>(w, x, n_tokens, y, r0, r1);
+    case GgmlType::kBF16: return matmul_plain<BF16Row>(w, x, n_tokens, y, r0, r1);
     default:
       if (quant_act_format(w.type)) return matmul_quantized_act(w, x, n_tokens, y, r0, r1, quant_dot(w.type));
       return matmul_float_by_blocks(w, x, n_tokens, y, r0, r1, dot_f32);
