@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -106,8 +107,11 @@ Result<std::vector<double>> run_test(Engine& engine, int64_t n_prompt, int64_t n
   return samples;
 }
 
-// Every test of one loaded engine.
-Status bench_engine(const BenchFlags& f, Engine& engine, Row base, const std::map<int, double>& membw,
+// Every test of one loaded engine. A decode row's bandwidth bound is the higher of the readings
+// just before and just after it (a shared host's bandwidth moves within seconds: one low reading
+// would credit the decode with more than its share); the reading after becomes the next row's
+// reading before.
+Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int, double>& membw,
                     std::vector<Row>& rows) {
   std::vector<std::pair<int64_t, int64_t>> tests;
   for (int64_t p : f.prompts) tests.emplace_back(p, 0);
@@ -119,8 +123,11 @@ Status bench_engine(const BenchFlags& f, Engine& engine, Row base, const std::ma
     const std::string label = fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
     BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, n_prompt, n_gen, f.reps, label));
     if (n_gen > 0) {
-      const auto it = membw.find(row.n_threads);
-      row.membw_gbps = it == membw.end() ? 0.0 : it->second;
+      progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", row.n_threads));
+      const double after = bench::measure_read_bandwidth(row.n_threads);
+      double& before = membw[row.n_threads];
+      row.membw_gbps = std::max(before, after);
+      before = after;
     }
     rows.push_back(std::move(row));
   }

@@ -365,16 +365,18 @@ void t5_row_group_dots(const CpuWeight& w, const T5Act& act, int64_t rg, __m512i
     q2 = _mm512_dpbusd_epi32(q2, m2, v);
     q3 = _mm512_dpbusd_epi32(q3, m3, v);
   };
-  for (int64_t u = 0; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+  int64_t u = 0;
+  for (; u < n_full; ++u, c += kT5Rows * kT5VectorBytes) {
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + 64), m2 = _mm512_load_si512(c + 128),
             m3 = _mm512_load_si512(c + 192);
-    if (u < n_full) {
-      const int8_t* x = a + 320 * u;
-      for (int i = 0; i < 5; ++i) position(m0, m1, m2, m3, x + 64 * i);
-    } else {
-      const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
-      for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) position(m0, m1, m2, m3, a + col0 + 64 * i);
-    }
+    const int8_t* x = a + 320 * u;
+    for (int i = 0; i < 5; ++i) position(m0, m1, m2, m3, x + 64 * i);
+  }
+  for (; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {  // the tail: vectors of 4 (or 2) positions
+    __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + 64), m2 = _mm512_load_si512(c + 128),
+            m3 = _mm512_load_si512(c + 192);
+    const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
+    for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) position(m0, m1, m2, m3, a + col0 + 64 * i);
   }
   // 3P - Q per row, as T5Acc::d.
   d[0] = _mm512_sub_epi32(_mm512_add_epi32(p0, _mm512_add_epi32(p0, p0)), q0);
