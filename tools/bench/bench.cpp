@@ -110,9 +110,10 @@ Result<std::vector<double>> run_test(Engine& engine, int64_t n_prompt, int64_t n
 // Every test of one loaded engine. A decode row's bandwidth bound is the higher of the readings
 // just before and just after it (a shared host's bandwidth moves within seconds: one low reading
 // would credit the decode with more than its share); the reading after becomes the next row's
-// reading before.
+// reading before. The measurement's 1 GiB buffer is kept out of the engine's peak RSS: `peak`
+// takes the peak so far before each measurement, and the high-water mark is reset after it.
 Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int, double>& membw,
-                    std::vector<Row>& rows) {
+                    std::vector<Row>& rows, uint64_t& peak) {
   std::vector<std::pair<int64_t, int64_t>> tests;
   for (int64_t p : f.prompts) tests.emplace_back(p, 0);
   for (int64_t n : f.gens) tests.emplace_back(0, n);
@@ -124,7 +125,9 @@ Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int,
     BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, n_prompt, n_gen, f.reps, label));
     if (n_gen > 0) {
       progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", row.n_threads));
+      peak = std::max(peak, peak_rss_bytes());
       const double after = bench::measure_read_bandwidth(row.n_threads);
+      reset_peak_rss();
       double& before = membw[row.n_threads];
       row.membw_gbps = std::max(before, after);
       before = after;
@@ -199,10 +202,11 @@ int run(BenchFlags f) {
         base.n_threads = t;
         base.load_seconds = seconds_since(t0);
         const size_t first_row = rows.size();
-        const Status s = bench_engine(f, **engine, base, membw, rows);
+        uint64_t peak = 0;
+        const Status s = bench_engine(f, **engine, base, membw, rows, peak);
         if (!s.ok()) return fail(s.with_context(path));
         // Peak over the load and every test of this engine (weights touched by decode included).
-        const uint64_t peak = peak_rss_bytes();
+        peak = std::max(peak, peak_rss_bytes());
         for (size_t i = first_row; i < rows.size(); ++i) rows[i].peak_rss_bytes = peak;
       }
     }
