@@ -275,6 +275,13 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   const std::string model = opt.model_id;
   // Finishes the job's future on the worker: the channel closes when the result is ready.
   auto shared_done = std::make_shared<std::shared_future<Result<GenerationResult>>>(done.share());
+  // Once the response is over (written whole, failed, or never written: httplib skips the
+  // provider of a server that is stopping) the job is cancelled and waited for, so that no
+  // generation steps after its response has been written (found by fuzz_server).
+  const auto release = [job, shared_done, sched = scheduler.get()](bool) {
+    sched->cancel(job);
+    shared_done->wait();
+  };
 
   const auto usage_json = [](const GenerationResult& g) {
     return json{{"prompt_tokens", g.prompt_tokens},
@@ -320,7 +327,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
       sink.write(body.data(), body.size());
       sink.done();
       return true;
-    });
+    }, release);
     return;
   }
 
@@ -382,7 +389,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
     send("[DONE]");
     sink.done();
     return true;
-  });
+  }, release);
 }
 
 HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>()) {
