@@ -54,7 +54,7 @@ Result<std::unique_ptr<FuzzServer>> FuzzServer::create(const std::string& model_
   chat.takes_tools = tmpl.uses_tools();
   chat.render = [tmpl = std::move(tmpl)](const std::vector<ChatMessage>& m, const std::string& tools_json) {
     std::vector<chat::Message> messages;
-    for (const ChatMessage& msg : m) messages.push_back({msg.role, msg.content});
+    for (const ChatMessage& msg : m) messages.push_back({msg.role, msg.content, msg.tool_calls_json, msg.tool_call_id});
     return tmpl.render(messages, {true, "<s>", "</s>", tools_json});
   };
   s->http->set_model(*s->model, std::move(chat));
