@@ -24,8 +24,14 @@
 namespace bitnet::chat {
 
 struct Message {
-  std::string role;     // "system" | "user" | "assistant" (templates may accept others)
+  std::string role;     // "system" | "user" | "assistant" | "tool" (templates may accept others)
   std::string content;
+  // An assistant turn's tool calls as a JSON array in OpenAI's shape, [{"id", "type":
+  // "function", "function": {"name", "arguments"}}], but with `arguments` an object (as Hugging
+  // Face's templates read them: `tool_call.arguments | tojson`); "" = none (the template sees no
+  // `tool_calls` key).
+  std::string tool_calls_json{};
+  std::string tool_call_id{};  // a tool turn: the call it answers ("" = no `tool_call_id` key)
 };
 
 struct TemplateLimits {

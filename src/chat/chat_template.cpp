@@ -85,10 +85,11 @@ Result<jinja::Value> from_json(const nlohmann::ordered_json& j, int depth, const
   }
 }
 
-Result<jinja::Value> tools_value(const std::string& tools_json, const TemplateLimits& limits) {
-  if (tools_json.empty()) return jinja::Value::none();
-  const auto j = nlohmann::ordered_json::parse(tools_json, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_array()) return invalid_argument("chat template: the tools must be a JSON array");
+// A JSON array (tools, tool calls) as the template sees it; "" = None.
+Result<jinja::Value> json_array_value(const std::string& text, const char* what, const TemplateLimits& limits) {
+  if (text.empty()) return jinja::Value::none();
+  const auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_array()) return invalid_argument(fmt::format("chat template: {} must be a JSON array", what));
   return from_json(j, 0, limits);
 }
 
@@ -152,9 +153,15 @@ Result<std::string> ChatTemplate::render(std::span<const Message> messages, cons
     for (const Message& m : messages) {
       auto d = std::make_shared<jinja::Dict>();
       d->items = {{"role", Value::string(m.role)}, {"content", Value::string(m.content)}};
+      // Keys only where the message has them: templates ask `'tool_calls' in message`.
+      if (!m.tool_calls_json.empty()) {
+        BITNET_ASSIGN_OR_RETURN(Value calls, json_array_value(m.tool_calls_json, "a message's tool calls", limits_));
+        d->items.emplace_back("tool_calls", std::move(calls));
+      }
+      if (!m.tool_call_id.empty()) d->items.emplace_back("tool_call_id", Value::string(m.tool_call_id));
       list.push_back(Value::of_dict(std::move(d)));
     }
-    BITNET_ASSIGN_OR_RETURN(Value tools, tools_value(options.tools_json, limits_));
+    BITNET_ASSIGN_OR_RETURN(Value tools, json_array_value(options.tools_json, "the tools", limits_));
     // The variables Hugging Face's apply_chat_template passes (documents: None).
     const std::vector<std::pair<std::string, Value>> vars = {
         {"messages", Value::of_list(std::move(list))},

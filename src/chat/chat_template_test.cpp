@@ -84,7 +84,11 @@ nlohmann::json reference(const std::vector<Case>& cases) {
   nlohmann::ordered_json in = nlohmann::ordered_json::array();
   for (const Case& c : cases) {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    for (const Message& m : c.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
+    for (const Message& m : c.messages) {
+      messages.push_back({{"role", m.role}, {"content", m.content}});
+      if (!m.tool_calls_json.empty()) messages.back()["tool_calls"] = nlohmann::ordered_json::parse(m.tool_calls_json);
+      if (!m.tool_call_id.empty()) messages.back()["tool_call_id"] = m.tool_call_id;
+    }
     in.push_back({{"template", c.source}, {"messages", messages}, {"add_generation_prompt", c.add_generation_prompt},
                   {"bos_token", kBos}, {"eos_token", kEos}});
     if (!c.tools_json.empty()) in.back()["tools"] = nlohmann::ordered_json::parse(c.tools_json);
@@ -247,6 +251,35 @@ TEST(ChatTemplateReference, ToolsReachTheTemplateAsJinja2SeesThem) {
     for (Case& c : cases_for("empty tools", source)) {
       c.tools_json = "[]";
       cases.push_back(std::move(c));
+    }
+  }
+  expect_same_as_jinja2(cases);
+}
+
+// A conversation with a tool call and its result, as the server passes it (arguments an
+// object, keys in the order sent): the models' templates render it as Jinja2 does.
+TEST(ChatTemplateReference, ToolCallsAndResultsReachTheTemplateAsJinja2SeesThem) {
+  SKIP_WITHOUT_JINJA2();
+  Message call{"assistant", ""};
+  call.tool_calls_json = R"([{"id": "call_1", "type": "function", "function": {"name": "get_weather",
+    "arguments": {"city": "Paris", "days": 2, "units": null}}}])";
+  Message result{"tool", R"({"temperature": 21})"};
+  result.tool_call_id = "call_1";
+  Message two_calls{"assistant", "Checking both."};
+  two_calls.tool_calls_json = R"([{"id": "a", "type": "function", "function": {"name": "noop", "arguments": {}}},
+    {"id": "b", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "\"Zürich\""}}}])";
+  const std::vector<std::vector<Message>> conversations = {
+      {{"user", "Weather in Paris?"}, call, result},
+      {{"system", "Be brief."}, {"user", "Weather in Paris?"}, call, result, {"assistant", "21 degrees."}, {"user", "Thanks"}},
+      {{"user", "Both?"}, two_calls, result},
+  };
+  std::vector<Case> cases;
+  for (const char* file : {"llama3.2-instruct.jinja", "qwen2.5-instruct.jinja"}) {
+    const std::string source = slurp(kTestdata / file);
+    for (size_t k = 0; k < conversations.size(); ++k) {
+      for (const bool gen : {true, false}) {
+        cases.push_back({std::string(file) + " tool conversation " + std::to_string(k), source, conversations[k], gen, kTools});
+      }
     }
   }
   expect_same_as_jinja2(cases);

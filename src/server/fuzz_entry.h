@@ -10,7 +10,8 @@ namespace bitnet::server {
 
 // Parses `data` as the body of POST /v1/completions and of POST /v1/chat/completions; a valid
 // request must come back within its bounds, an invalid one as a well-formed OpenAI error
-// object. Aborts (BITNET_CHECK) on a broken invariant; malformed input is never a crash.
+// object. Then parses it as a model's reply for tool calls (tool_calls.h), whole and streamed.
+// Aborts (BITNET_CHECK) on a broken invariant; malformed input is never a crash.
 void request_fuzz_one(const uint8_t* data, size_t size);
 
 }  // namespace bitnet::server

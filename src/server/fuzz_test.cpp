@@ -15,12 +15,17 @@ const char* const kSeeds[] = {
     R"({"prompt":"Once upon a time","max_tokens":16,"temperature":0.7,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":42,"stop":["\n","END"],"stream":true,"stream_options":{"include_usage":true}})",
     R"({"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],"max_completion_tokens":8,"repeat_penalty":1.1})",
     R"({"prompt":["one"],"n":1,"n_predict":4,"seed":18446744073709551615})",
+    R"({"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"21"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],"tool_choice":"auto"})",
+    // Model replies with tool calls (the body is also parsed as one).
+    R"(<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris", "n": [1, {"a": "}"}]}}; {"name": "f", "arguments": "{}"})",
+    "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"\\\"Z\\u00fcrich\"}}\n</tool_call>\n<tool_call>{\"name\": \"f\"}</tool_call>",
 };
 // Tokens that break parsers: numbers at the edges, deep nesting, odd UTF-8.
 const char* const kInteresting[] = {
     "-1", "0", "1e308", "-1e308", "1e-320", "NaN", "Infinity", "18446744073709551616", "-9223372036854775809",
     "9223372036854775807", "null", "true", "[]", "{}", "\"\"", "\"\\u0000\"", "\"\\ud800\"", "\"\xff\xfe\"",
     "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", "\"stop\"", "1.5",
+    "<tool_call>", "</tool_call>", "<|python_tag|>", "{\"name\": \"f\"}", "\\\"", "}", ";",
 };
 
 std::string mutate(const std::string& base, std::mt19937_64& rng) {
@@ -56,7 +61,7 @@ TEST(RequestFuzz, MutatedBodiesNeverCrash) {
       ++inputs;
     }
   }
-  EXPECT_EQ(inputs, 12000);
+  EXPECT_EQ(inputs, 4000 * static_cast<int>(std::size(kSeeds)));
 }
 
 }  // namespace

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <future>
+#include <thread>
 
 #include "server/metrics.h"
 #include "server/scheduler.h"
@@ -117,6 +120,84 @@ TEST_F(Generate, CancelStopsAtTheNextStep) {
   EXPECT_EQ(before->completion_tokens, 0);
   // A cancelled request's session is closed at once: nothing of it stays in the pool.
   EXPECT_EQ(model_->free_kv_positions(), model_->n_ctx());
+}
+
+// Scheduler::cancel: a queued job leaves the queue at once, a running one stops at the next step.
+TEST_F(Generate, CancelTakesAQueuedJobOutAtOnce) {
+  SchedulerOptions one;
+  one.parallel = 1;
+  scheduler_ = std::make_unique<Scheduler>(*model_, metrics_, one);
+  const std::vector<int32_t> prompt = model_->tokenize("Once upon a time", true, false);
+  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<std::future<Result<GenerationResult>>> done;
+  std::promise<void> started;
+  std::atomic<bool> signalled{false};
+  for (int i = 0; i < 2; ++i) {
+    auto job = std::make_shared<Job>();
+    job->prompt = prompt;
+    job->request = greedy();
+    job->max_tokens = 200;
+    job->on_text = [&](std::string_view) {
+      if (!signalled.exchange(true)) started.set_value();
+      return true;
+    };
+    done.push_back(job->done.get_future());
+    ASSERT_TRUE(scheduler_->submit(job));
+    jobs.push_back(std::move(job));
+  }
+  started.get_future().wait();  // the first is generating
+  scheduler_->cancel(jobs[1]);  // waiting behind the first
+  ASSERT_EQ(done[1].wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(done[1].get()->finish_reason, "cancelled");
+  EXPECT_EQ(scheduler_->queued(), 0u);
+  scheduler_->cancel(jobs[0]);
+  auto first = done[0].get();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->finish_reason, "cancelled");
+  EXPECT_LT(first->completion_tokens, 200);
+}
+
+// Found by fuzz_server: a generation stepping on while the process tore down. Destroying the
+// scheduler ends every job (running: "shutting down", queued: the same) and no job's text
+// callback runs after it returns.
+TEST_F(Generate, DestroyingTheSchedulerEndsEveryJobAndStepsNoMore) {
+  SchedulerOptions one;
+  one.parallel = 1;
+  scheduler_ = std::make_unique<Scheduler>(*model_, metrics_, one);
+  const std::vector<int32_t> prompt = model_->tokenize("Once upon a time", true, false);
+  std::atomic<bool> destroyed{false}, late{false};
+  std::promise<void> started;
+  std::atomic<bool> signalled{false};
+  std::vector<std::future<Result<GenerationResult>>> done;
+  for (int i = 0; i < 2; ++i) {
+    auto job = std::make_shared<Job>();
+    job->prompt = prompt;
+    job->request = greedy();
+    job->max_tokens = 200;
+    job->on_text = [&](std::string_view) {
+      if (destroyed) late = true;
+      if (!signalled.exchange(true)) started.set_value();
+      return true;
+    };
+    done.push_back(job->done.get_future());
+    ASSERT_TRUE(scheduler_->submit(job));
+  }
+  started.get_future().wait();  // the first is generating, the second waits
+  const int64_t steps_before = metrics_.steps.load();
+  scheduler_.reset();
+  destroyed = true;
+  const int64_t steps_after = metrics_.steps.load();
+  EXPECT_GE(steps_after, steps_before);
+  for (auto& d : done) {
+    ASSERT_EQ(d.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+    const auto r = d.get();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(metrics_.steps.load(), steps_after);
+  EXPECT_FALSE(late.load());
+  EXPECT_EQ(model_->free_kv_positions(), model_->n_ctx());  // every session closed
 }
 
 }  // namespace

@@ -3,10 +3,12 @@
 // the fuzzer has found (docs/reliability.md).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "server/http_fuzz.h"
 #include "server/openapi.h"
@@ -77,6 +79,27 @@ TEST_F(HttpFuzz, AcceptedEncodingsAreHonoured) {
   const std::string r = "GET /dealth HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n";
   EXPECT_EQ(run(r), 404);
   EXPECT_EQ(run(r + std::string("\r\0\0\0\0\0\x01\x01\0\n", 10)), 404);
+}
+
+// Found by fuzz_server (a generation still stepping at exit, after its response was written):
+// without a listening socket httplib skipped every streamed body, so the response ended at
+// its headers and the generation ran on. Now the body is written whole, and when the exchange
+// returns no generation of it is left: the step count stays where it is.
+TEST_F(HttpFuzz, NoGenerationOutlivesItsResponse) {
+  const auto steps = [] {
+    const std::string m = server_->http->handle_raw("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    const size_t at = m.find("\nbitnet_steps_total ");
+    EXPECT_NE(at, std::string::npos) << m;
+    return at == std::string::npos ? -1 : std::stoll(m.substr(at + 20));
+  };
+  for (const std::string& r : {kRequests[6], kRequests[7], kRequests[8], kRequests[9]}) {
+    const std::string out = server_->http->handle_raw(r);
+    EXPECT_NE(out.find(r.find("\"stream\":true") != std::string::npos ? "data: [DONE]" : "\"choices\""), std::string::npos) << out;
+    const int64_t after = steps();
+    EXPECT_GT(after, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(steps(), after) << r;
+  }
 }
 
 TEST_F(HttpFuzz, MutatedRequestsNeverCrash) {

@@ -16,6 +16,7 @@
 #include "server/openapi.h"
 #include "server/raw_exchange.h"
 #include "server/scheduler.h"
+#include "server/tool_calls.h"
 #include "server/web_ui.h"
 
 namespace bitnet::server {
@@ -273,8 +274,16 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
   const std::string id = fmt::format("{}-{}", chat_api ? "chatcmpl" : "cmpl", next_id++);
   const int64_t created = unix_now();
   const std::string model = opt.model_id;
+  const std::vector<std::string> tool_names = r.tool_names;  // empty: no tools (or tool_choice "none")
   // Finishes the job's future on the worker: the channel closes when the result is ready.
   auto shared_done = std::make_shared<std::shared_future<Result<GenerationResult>>>(done.share());
+  // Once the response is over (written whole, failed, or never written: httplib skips the
+  // provider of a server that is stopping) the job is cancelled and waited for, so that no
+  // generation steps after its response has been written (found by fuzz_server).
+  const auto release = [job, shared_done, sched = scheduler.get()](bool) {
+    sched->cancel(job);
+    shared_done->wait();
+  };
 
   const auto usage_json = [](const GenerationResult& g) {
     return json{{"prompt_tokens", g.prompt_tokens},
@@ -309,6 +318,14 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
         json choice = {{"index", 0}, {"finish_reason", g->finish_reason}};
         if (chat_api) {
           choice["message"] = {{"role", "assistant"}, {"content", g->text}};
+          if (!tool_names.empty()) {
+            ParsedReply reply = parse_tool_calls(g->text, tool_names);
+            if (!reply.calls.empty()) {
+              choice["message"]["content"] = reply.content.empty() ? json(nullptr) : json(reply.content);
+              choice["message"]["tool_calls"] = openai_tool_calls(reply.calls, false);
+              choice["finish_reason"] = "tool_calls";
+            }
+          }
         } else {
           choice["text"] = g->text;
           choice["logprobs"] = nullptr;
@@ -320,11 +337,13 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
       sink.write(body.data(), body.size());
       sink.done();
       return true;
-    });
+    }, release);
     return;
   }
 
   const bool include_usage = r.include_usage;
+  // With tools, text that may be a tool call is held back and sent, parsed, at the end.
+  auto tool_stream = tool_names.empty() ? nullptr : std::make_shared<ToolCallStream>();
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // nginx: do not buffer the stream
   res.set_chunked_content_provider("text/event-stream", [=](size_t, httplib::DataSink& sink) {
@@ -352,7 +371,9 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
       bool finished = false;
       const bool ready = shared_done->wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
       std::deque<std::string> deltas = channel->take(std::chrono::milliseconds(ready ? 0 : 100), finished);
-      for (const std::string& d : deltas) {
+      for (std::string& d : deltas) {
+        if (tool_stream) d = tool_stream->push(d);
+        if (d.empty()) continue;
         if (!send(chunk(chat_api ? json{{"content", d}} : json(d), nullptr))) {
           job->cancel = true;
           return false;
@@ -373,7 +394,16 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
     if (!g.ok()) {
       send(error_json(status_error(g.status())));
     } else {
-      send(chunk(chat_api ? json::object() : json(""), g->finish_reason));
+      std::string finish_reason = g->finish_reason;
+      if (tool_stream) {
+        const ParsedReply reply = tool_stream->finish(tool_names);
+        if (!reply.content.empty()) send(chunk(json{{"content", reply.content}}, nullptr));
+        if (!reply.calls.empty()) {
+          send(chunk(json{{"tool_calls", openai_tool_calls(reply.calls, true)}}, nullptr));
+          finish_reason = "tool_calls";
+        }
+      }
+      send(chunk(chat_api ? json::object() : json(""), finish_reason));
       if (include_usage) {
         send(dump({{"id", id}, {"object", chat_api ? "chat.completion.chunk" : "text_completion"}, {"created", created},
                    {"model", model}, {"choices", json::array()}, {"usage", usage_json(*g)}, {"timings", timings_json(*g)}}));
@@ -382,7 +412,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
     send("[DONE]");
     sink.done();
     return true;
-  });
+  }, release);
 }
 
 HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>()) {

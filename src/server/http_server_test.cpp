@@ -46,7 +46,11 @@ class Server : public testing::Test {
     chat.takes_tools = takes_tools;
     chat.render = [this](const std::vector<ChatMessage>& m, const std::string& tools_json) -> Result<std::string> {
       std::string s;  // a plain template for the tests: "role: content" lines, then the tools
-      for (const ChatMessage& msg : m) s += msg.role + ": " + msg.content + "\n";
+      for (const ChatMessage& msg : m) {
+        s += msg.role + ": " + msg.content + "\n";
+        if (!msg.tool_calls_json.empty()) s += "calls: " + msg.tool_calls_json + "\n";
+        if (!msg.tool_call_id.empty()) s += "answers: " + msg.tool_call_id + "\n";
+      }
       if (!tools_json.empty()) s += "tools: " + tools_json + "\n";
       std::lock_guard<std::mutex> lock(rendered_mu_);
       rendered_.push_back(s + "assistant:");
@@ -242,6 +246,72 @@ TEST_F(Server, ToolsReachATemplateThatReadsThem) {
   json required = json::parse(kToolRequest);
   required["tool_choice"] = "required";
   expect_api_error(c.Post("/v1/chat/completions", required.dump(), "application/json"), 400, "invalid_request_error");
+}
+
+// The content deltas and the finish reason of a chat stream (its events, [DONE] last).
+std::pair<std::string, std::string> chat_stream_text(const std::string& body) {
+  std::string text, finish;
+  for (size_t p = 0; p < body.size();) {
+    const size_t e = body.find("\n\n", p);
+    if (e == std::string::npos) break;
+    const std::string ev = body.substr(p, e - p);
+    p = e + 2;
+    if (ev.rfind("data: {", 0) != 0) continue;
+    const json j = json::parse(ev.substr(6));
+    if (j["choices"].empty()) continue;
+    const json& ch = j["choices"][0];
+    if (ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  return {text, finish};
+}
+
+// With tools, a reply that is not a tool call comes back as text, streamed too (held back
+// only while it may still be one); the history's tool calls and results reach the template,
+// each call's arguments as an object. (tool_calls_test.cpp: replies that are calls.)
+TEST_F(Server, ToolCallHistoryAndATextReply) {
+  start({}, true, 512, /*takes_tools=*/true);
+  auto c = client();
+  json req = json::parse(kToolRequest);
+  req["max_tokens"] = 8;
+  req["messages"] = json::parse(R"([{"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"a\": 1}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "21 degrees"}])");
+  auto r = c.Post("/v1/chat/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  EXPECT_FALSE(choice["message"].contains("tool_calls")) << r->body;
+  ASSERT_TRUE(choice["message"]["content"].is_string());
+  EXPECT_NE(choice["finish_reason"], "tool_calls");
+  ASSERT_EQ(rendered_.size(), 1u);
+  EXPECT_NE(rendered_[0].find("assistant: \ncalls: [{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":"
+                              "\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"a\":1}}}]\ntool: 21 degrees\nanswers: call_1\n"),
+            std::string::npos)
+      << rendered_[0];
+
+  req["stream"] = true;
+  auto s = c.Post("/v1/chat/completions", req.dump(), "application/json");
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->status, 200) << s->body;
+  EXPECT_EQ(s->body.find("tool_calls"), std::string::npos);
+  const auto [text, finish] = chat_stream_text(s->body);
+  EXPECT_EQ(text, choice["message"]["content"]);
+  EXPECT_EQ(finish, choice["finish_reason"]);
+
+  // Malformed history is refused, naming the field.
+  for (const char* bad : {R"([{"role": "user", "content": "x", "tool_calls": []}])",
+                          R"([{"role": "assistant", "tool_calls": [{"type": "function"}]}])",
+                          R"([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 5}}]}])",
+                          R"([{"role": "assistant", "tool_calls": "x"}])",
+                          R"([{"role": "tool", "tool_call_id": 5, "content": "x"}])"}) {
+    json b = json::parse(kToolRequest);
+    b["messages"] = json::parse(bad);
+    auto e = c.Post("/v1/chat/completions", b.dump(), "application/json");
+    expect_api_error(e, 400, "invalid_request_error");
+    EXPECT_EQ(json::parse(e->body)["error"]["param"], "messages") << bad;
+  }
 }
 
 TEST_F(Server, ApiKeyIsRequiredWhenSet) {

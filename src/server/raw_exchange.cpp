@@ -42,6 +42,15 @@ class StringStream : public httplib::Stream {
 }  // namespace
 
 std::string RawServer::exchange(std::string_view request) {
+  // httplib writes a chunked (streamed) body only while it is not "shutting down", which it
+  // reads as having no listening socket (svr_sock_ invalid): unbound, it would send the headers
+  // of every completion and drop its body, and the generation would run on after the exchange.
+  // A server that is not listening gets a placeholder no socket call sees (stop() closes the
+  // socket only while listening; bind() replaces it).
+  if (!is_running()) {
+    socket_t none = INVALID_SOCKET;
+    svr_sock_.compare_exchange_strong(none, kNotListening);
+  }
   std::string out;
   StringStream stream(request, out);
   // At most as many requests as a keep-alive connection serves; each call reads one.

@@ -3,6 +3,7 @@
 // error handler of `bitnet serve` and read back the exact response bytes.
 #pragma once
 
+#include <climits>
 #include <string>
 #include <string_view>
 
@@ -13,8 +14,12 @@ namespace bitnet::server {
 class RawServer : public httplib::Server {
  public:
   // Serves the requests in `request` (pipelined ones too, as on one keep-alive connection) and
-  // returns everything written back; streamed responses are written whole.
+  // returns everything written back; streamed responses are written whole (their content
+  // providers run to the end, as over a socket).
   std::string exchange(std::string_view request);
+
+ private:
+  static constexpr socket_t kNotListening = INT_MAX;  // not a descriptor this process has
 };
 
 }  // namespace bitnet::server

@@ -18,6 +18,24 @@ ApiError bad(std::string param, std::string message) {
   return {400, "invalid_request_error", std::move(param), std::move(message)};
 }
 
+constexpr int kMaxJsonDepth = 64;  // no request needs more; dump() and the templates recurse
+
+// JSON text parsed (nlohmann's parser does not recurse); discarded when it is not JSON or
+// nests deeper than kMaxJsonDepth (`too_deep` says which).
+template <typename Json>
+Json parse_bounded(std::string_view text, bool& too_deep) {
+  too_deep = false;
+  Json j = Json::parse(
+      text,
+      [&too_deep](int depth, typename Json::parse_event_t, Json&) {
+        if (depth > kMaxJsonDepth) too_deep = true;
+        return !too_deep;
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep) j = Json(Json::value_t::discarded);
+  return j;
+}
+
 // Field readers: absent (or null) leaves `out` as is; a value of the wrong type or outside
 // [lo, hi] is an error naming the field.
 std::optional<ApiError> read_number(const json& j, const char* key, double lo, double hi, double& out) {
@@ -177,6 +195,7 @@ std::optional<ApiError> read_tools(std::string_view body, const json& j, Generat
     return bad("parallel_tool_calls", "'parallel_tool_calls' must be true or false");
   }
   if (!has_tools || choice == "none") return std::nullopt;
+  for (const json& t : *it) r.tool_names.push_back(t["function"]["name"].get<std::string>());
   // Again with the keys in the order sent: templates print the tools (tojson) as given.
   const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   const auto tools = ordered.is_object() ? ordered.find("tools") : ordered.end();
@@ -185,13 +204,57 @@ std::optional<ApiError> read_tools(std::string_view body, const json& j, Generat
   return std::nullopt;
 }
 
+// An assistant message's tool_calls, [{"id"?, "type"?: "function", "function": {"name",
+// "arguments"?}}] with `arguments` OpenAI's JSON string (an object also taken), as the array
+// the chat template reads: each `arguments` that holds a JSON object becomes that object (keys
+// in the order sent), as Hugging Face's templates expect (`arguments | tojson`).
+std::optional<ApiError> read_tool_calls(const json& m, ChatMessage& msg) {
+  const auto it = m.find("tool_calls");
+  if (it == m.end() || it->is_null()) return std::nullopt;
+  if (msg.role != "assistant") return bad("messages", "only assistant messages carry 'tool_calls'");
+  if (!it->is_array() || it->size() > 128) return bad("messages", "'tool_calls' must be an array of at most 128 calls");
+  if (it->empty()) return std::nullopt;
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (const json& c : *it) {
+    const char* const kShape = "each tool call must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}";
+    if (!c.is_object()) return bad("messages", kShape);
+    const auto type = c.find("type");
+    if (type != c.end() && !(type->is_string() && type->get_ref<const std::string&>() == "function")) return bad("messages", kShape);
+    const auto id = c.find("id");
+    if (id != c.end() && !id->is_null() && !id->is_string()) return bad("messages", kShape);
+    const auto f = c.find("function");
+    if (f == c.end() || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) return bad("messages", kShape);
+    nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
+    if (const auto a = f->find("arguments"); a != f->end() && !a->is_null()) {
+      if (a->is_string()) {
+        bool too_deep = false;
+        auto parsed = parse_bounded<nlohmann::ordered_json>(a->get_ref<const std::string&>(), too_deep);
+        if (too_deep) return bad("messages", "a tool call's 'arguments' nest too deeply");
+        arguments = parsed.is_object() ? std::move(parsed) : nlohmann::ordered_json(a->get<std::string>());
+      } else if (a->is_object()) {
+        bool too_deep = false;
+        arguments = parse_bounded<nlohmann::ordered_json>(a->dump(), too_deep);
+      } else {
+        return bad("messages", "a tool call's 'arguments' must be a string (JSON) or an object");
+      }
+    }
+    calls.push_back({{"id", id != c.end() && id->is_string() ? id->get<std::string>() : std::string()},
+                     {"type", "function"},
+                     {"function", {{"name", (*f)["name"].get<std::string>()}, {"arguments", std::move(arguments)}}}});
+  }
+  msg.tool_calls_json = calls.dump(-1, ' ', false, json::error_handler_t::replace);
+  return std::nullopt;
+}
+
 }  // namespace
 
 ParseResult parse_generation_request(std::string_view body, bool chat, const RequestLimits& lim) {
   ParseResult out;
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  bool too_deep = false;
+  const json j = parse_bounded<json>(body, too_deep);
   if (j.is_discarded()) {
-    out.error = bad("", "the request body is not valid JSON");
+    out.error = bad("", too_deep ? fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth)
+                                 : "the request body is not valid JSON");
     return out;
   }
   if (!j.is_object()) {
@@ -227,7 +290,18 @@ ParseResult parse_generation_request(std::string_view body, bool chat, const Req
         out.error = *e;
         return out;
       }
-      total_chars += static_cast<int64_t>(msg.content.size());
+      if (auto e = read_tool_calls(m, msg)) {
+        out.error = *e;
+        return out;
+      }
+      if (const auto id = m.find("tool_call_id"); id != m.end() && !id->is_null()) {
+        if (!id->is_string()) {
+          out.error = bad("messages", "'tool_call_id' must be a string");
+          return out;
+        }
+        msg.tool_call_id = id->get<std::string>();
+      }
+      total_chars += static_cast<int64_t>(msg.content.size() + msg.tool_calls_json.size() + msg.tool_call_id.size());
       r.messages.push_back(std::move(msg));
     }
   } else {

@@ -33,6 +33,10 @@ struct ApiError {
 struct ChatMessage {
   std::string role;
   std::string content;
+  // An assistant turn's `tool_calls` for the chat template (chat::Message::tool_calls_json: the
+  // arguments string of each parsed into an object when it holds one); "" = none.
+  std::string tool_calls_json{};
+  std::string tool_call_id{};  // a tool turn's `tool_call_id` ("" = none)
 };
 
 // One completion request: a prompt (completions) or messages (chat completions).
@@ -49,8 +53,10 @@ struct GenerationRequest {
   std::string model;                  // echoed back
   // Chat completions: OpenAI's `tools` (function definitions, checked against its schema) as a
   // JSON array, keys in the order sent, for the chat template; "" when none were sent or
-  // `tool_choice` is "none". The model's reply comes back as text (no tool_calls parsing).
+  // `tool_choice` is "none". With tools, the reply is read back for calls to them
+  // (tool_calls.h) and answered as OpenAI's `tool_calls`.
   std::string tools_json;
+  std::vector<std::string> tool_names;  // the functions in tools_json (empty when it is "")
 };
 
 // A JSON body -> request, or the error to answer with. `chat` picks the endpoint's schema.

@@ -122,6 +122,39 @@ TEST(Request, ChatTools) {
   };
   for (const auto& [fields, param] : bad) expect_error("{" + msgs + "," + fields + "}", true, 400, param);
   expect_error(R"({"prompt":"x","tools":[]})", false, 400, "tools");  // a chat parameter
+  EXPECT_EQ(r.request->tool_names, std::vector<std::string>{"get_weather"});
+  EXPECT_TRUE(parse("{" + msgs + R"(,"tools":[)" + tool + R"(],"tool_choice":"none"})", true).request->tool_names.empty());
+}
+
+// A history with tool calls and their results: the calls for the template with each
+// `arguments` string that holds an object as that object (keys in the order sent).
+TEST(Request, ToolCallsAndResultsInTheHistory) {
+  const ParseResult r = parse(R"({"messages":[{"role":"user","content":"Weather?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"call_9","type":"function","function":{"name":"get_weather","arguments":"{\"z\": 1, \"a\": [2]}"}},
+                                                     {"function":{"name":"noop","arguments":"not json"}},
+                                                     {"id":"x","function":{"name":"obj","arguments":{"k":"v"}}}]},
+    {"role":"tool","tool_call_id":"call_9","content":"21"}]})", true);
+  ASSERT_TRUE(r.request.has_value()) << r.error.message;
+  const std::vector<ChatMessage>& m = r.request->messages;
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].content, "");
+  EXPECT_EQ(m[1].tool_calls_json,
+            R"([{"id":"call_9","type":"function","function":{"name":"get_weather","arguments":{"z":1,"a":[2]}}},)"
+            R"({"id":"","type":"function","function":{"name":"noop","arguments":"not json"}},)"
+            R"({"id":"x","type":"function","function":{"name":"obj","arguments":{"k":"v"}}}])");
+  EXPECT_EQ(m[2].tool_call_id, "call_9");
+  EXPECT_TRUE(m[0].tool_calls_json.empty() && m[0].tool_call_id.empty());
+  const std::string deep_args = std::string(R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":")") +
+                                std::string(1000, '[') + R"("}}]}]})";
+  expect_error(deep_args, true, 400, "messages");
+}
+
+// Bodies nesting deeper than any request needs are refused before anything walks them.
+TEST(Request, DeepNestingIsRefused) {
+  const std::string deep = R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"a":)" +
+                           std::string(200000, '[') + std::string(200000, ']') + "}}}]}";
+  expect_error(deep, true, 400, "");
+  expect_error(R"({"prompt":"x","stop":)" + std::string(100, '[') + std::string(100, ']') + "}", false, 400, "");
 }
 
 }  // namespace

@@ -47,6 +47,26 @@ bool Scheduler::submit(std::shared_ptr<Job> job) {
   return true;
 }
 
+void Scheduler::cancel(const std::shared_ptr<Job>& job) {
+  job->cancel = true;
+  bool was_queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = std::find(queue_.begin(), queue_.end(), job);
+    if (it != queue_.end()) {
+      queue_.erase(it);
+      metrics_.queue_depth = static_cast<int64_t>(queue_.size());
+      was_queued = true;
+    }
+  }
+  if (was_queued) {
+    ++metrics_.requests_cancelled;
+    GenerationResult r;
+    r.finish_reason = "cancelled";  // nothing evaluated, nothing generated
+    job->done.set_value(std::move(r));
+  }
+}
+
 size_t Scheduler::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queue_.size();

@@ -49,12 +49,18 @@ class Scheduler {
   // `model` must have a paged KV cache (EngineOptions::kv_block > 0); the worker thread is
   // the only one that runs it (and its sessions) until the Scheduler is destroyed.
   Scheduler(Model& model, Metrics& metrics, SchedulerOptions options);
-  ~Scheduler();  // cancels what is queued or running and joins the worker
+  // Cancels what is queued or running and joins the worker: the step under way (if any) is
+  // the last; every job's future is set before it returns.
+  ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues a job; false (and the job untouched) when max_queue jobs are already waiting.
   bool submit(std::shared_ptr<Job> job);
+  // Stops a submitted job: one still waiting leaves the queue at once (finish_reason
+  // "cancelled"), a running one finishes at the start of the next step. Its future is set
+  // by then; wait on it to know that no step will touch the job again.
+  void cancel(const std::shared_ptr<Job>& job);
   size_t queued() const;
 
  private:

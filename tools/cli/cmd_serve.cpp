@@ -60,7 +60,7 @@ int run(ServeFlags f) {
                       const std::vector<server::ChatMessage>& messages, const std::string& tools_json) -> Result<std::string> {
       std::vector<chat::Message> m;
       m.reserve(messages.size());
-      for (const server::ChatMessage& x : messages) m.push_back({x.role, x.content});
+      for (const server::ChatMessage& x : messages) m.push_back({x.role, x.content, x.tool_calls_json, x.tool_call_id});
       return t.render(m, {true, bos, eos, tools_json});
     };
   } else {
