@@ -146,6 +146,40 @@ TEST_F(CudaKernels, RmsNormQuantMatchesTheCpu) {
   }
 }
 
+TEST_F(CudaKernels, GatedRmsNormQuantMatchesTheCpu) {
+  std::mt19937 rng(18);
+  const int64_t n_tokens = 2, n_cols = 6912;
+  const auto a = randn(n_tokens * n_cols, rng, 2.0f), b = randn(n_tokens * n_cols, rng), g = randn(n_cols, rng);
+  for (const Gate gate : {Gate::kRelu2, Gate::kSilu}) {
+    DeviceVec<float> da(a), db(b), dg(g), normed(static_cast<size_t>(n_tokens * n_cols)), ds(static_cast<size_t>(n_tokens));
+    DeviceVec<int8_t> dq(static_cast<size_t>(n_tokens * n_cols));
+    DeviceVec<int32_t> dsums(static_cast<size_t>(n_tokens * n_cols / kChunkCols));
+    ASSERT_EQ(gated_rms_norm_quant(gate, da.get(), db.get(), dg.get(), n_tokens, n_cols, 1e-5f,
+                                   Q8View{dq.get(), ds.get(), dsums.get()}, normed.get(), nullptr),
+              cudaSuccess);
+    sync();
+    const auto got_y = normed.host();
+    const auto got_q = dq.host();
+    const auto got_s = ds.host();
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<float> x(static_cast<size_t>(n_cols)), y(static_cast<size_t>(n_cols));
+      if (gate == Gate::kRelu2) {
+        cpu::kScalarKernels.relu2_mul(a.data() + t * n_cols, b.data() + t * n_cols, n_cols, x.data());
+      } else {
+        cpu::kScalarKernels.silu_mul(a.data() + t * n_cols, b.data() + t * n_cols, n_cols, x.data());
+      }
+      cpu::kScalarKernels.rms_norm_row(x.data(), g.data(), n_cols, 1e-5f, y.data());
+      for (int64_t i = 0; i < n_cols; ++i) {
+        ASSERT_NEAR(got_y[static_cast<size_t>(t * n_cols + i)], y[static_cast<size_t>(i)], 2e-6f * (1.0f + std::fabs(y[static_cast<size_t>(i)])));
+      }
+      std::vector<int8_t> q(static_cast<size_t>(n_cols));
+      std::vector<int32_t> sums(static_cast<size_t>(n_cols / kChunkCols));
+      EXPECT_EQ(got_s[static_cast<size_t>(t)], act_quant_row_twin(got_y.data() + t * n_cols, n_cols, q.data(), sums.data()));
+      EXPECT_TRUE(std::equal(q.begin(), q.end(), got_q.begin() + t * n_cols));
+    }
+  }
+}
+
 TEST_F(CudaKernels, RopeIsBitExactWithTheCpu) {
   std::mt19937 rng(13);
   const int32_t n_head = 20, head_dim = 128;

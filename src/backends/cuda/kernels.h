@@ -40,6 +40,13 @@ GpuError w2a8_gemv(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y
 GpuError rms_norm_quant(const float* x, const float* g, int64_t n_tokens, int64_t n_cols, float eps, Q8View out,
                         float* normed, GpuStream stream);
 
+// The FFN's gate, sub-norm and quantization in one pass (the down projection's input):
+// x = relu(a)^2 * b (kRelu2) or silu(a) * b (kSilu) over rows of a and b [n_tokens][n_cols],
+// then rms_norm_quant of x. kNone: x = a (b unused), i.e. rms_norm_quant.
+enum class Gate : uint8_t { kNone, kRelu2, kSilu };
+GpuError gated_rms_norm_quant(Gate gate, const float* a, const float* b, const float* g, int64_t n_tokens,
+                              int64_t n_cols, float eps, Q8View out, float* normed, GpuStream stream);
+
 // dst = rms_norm(x) * g over each row, or over each of n_slices equal slices of a row (g: one
 // slice). dst may be x.
 GpuError rms_norm(const float* x, const float* g, int64_t n_rows, int64_t n_cols, int32_t n_slices, float eps,

@@ -1,4 +1,5 @@
-// rms_norm fused with the W2A8 activation quantization, and the plain rms_norm.
+// rms_norm fused with the W2A8 activation quantization (optionally after the FFN's gating,
+// relu(a)^2 * b or silu(a) * b, recomputed per pass like y), and the plain rms_norm.
 //
 // One block per row. The sum of squares is taken in double (as the CPU's rms_norm_row), the
 // normalized value y = x * scale * g is recomputed in each pass instead of stored (the same
@@ -8,6 +9,7 @@
 // differ from the CPU's sequential sum only in order (far below float rounding).
 #include "backends/cuda/gpu_common.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/ops_math.h"
 #include "backends/cuda/w2a8_math.h"
 
 namespace bitnet::cuda {
@@ -39,25 +41,37 @@ __device__ float block_max(float v, float* smem) {
   return m;
 }
 
-// 1 / sqrt(mean(x^2) + eps) of row x[n], as the CPU's rms_norm_row.
-__device__ float rms_scale(const float* x, int64_t n, float eps, double* smem) {
+// 1 / sqrt(mean(x^2) + eps) of a row of n elements x(i), as the CPU's rms_norm_row.
+template <class X>
+__device__ float rms_scale(X x, int64_t n, float eps, double* smem) {
   double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) sum = __dadd_rn(sum, __dmul_rn(x[i], x[i]));
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+    const float v = x(i);
+    sum = __dadd_rn(sum, __dmul_rn(v, v));
+  }
   sum = block_sum(sum, smem);
   return 1.0f / sqrtf(static_cast<float>(sum / static_cast<double>(n)) + eps);
 }
 
-template <bool kNorm>
+// g null: no norm (y = x); b null: no gate (x = a).
+template <Gate kGate>
 __global__ void __launch_bounds__(kThreads)
-    rms_norm_quant_kernel(const float* __restrict__ x, const float* __restrict__ g, int64_t n_cols, float eps,
-                          int8_t* __restrict__ q, float* __restrict__ act_scale_out, int32_t* __restrict__ chunk_sum,
-                          float* __restrict__ normed) {
+    rms_norm_quant_kernel(const float* __restrict__ a, const float* __restrict__ b, const float* __restrict__ g,
+                          int64_t n_cols, float eps, int8_t* __restrict__ q, float* __restrict__ act_scale_out,
+                          int32_t* __restrict__ chunk_sum, float* __restrict__ normed) {
   __shared__ double dsmem[kWarps];
   __shared__ float fsmem[kWarps];
   const int64_t t = blockIdx.x;
-  const float* xr = x + t * n_cols;
-  const float scale = kNorm ? rms_scale(xr, n_cols, eps, dsmem) : 1.0f;
-  const auto y = [&](int64_t i) { return kNorm ? __fmul_rn(__fmul_rn(xr[i], scale), g[i]) : xr[i]; };
+  const float* ar = a + t * n_cols;
+  const float* br = kGate == Gate::kNone ? nullptr : b + t * n_cols;
+  const auto x = [&](int64_t i) {
+    if constexpr (kGate == Gate::kRelu2) return relu2(ar[i], br[i]);
+    if constexpr (kGate == Gate::kSilu) return silu_mul_one(ar[i], br[i]);
+    return ar[i];
+  };
+  const bool norm = g != nullptr;  // uniform over the block
+  const float scale = norm ? rms_scale(x, n_cols, eps, dsmem) : 1.0f;
+  const auto y = [&](int64_t i) { return norm ? __fmul_rn(__fmul_rn(x(i), scale), g[i]) : x(i); };
 
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
@@ -87,23 +101,40 @@ __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(const float* x, const float* __restrict__ g, int64_t n_slice, float eps, float* dst) {
   __shared__ double dsmem[kWarps];
   const int64_t off = static_cast<int64_t>(blockIdx.x) * n_slice;
-  const float scale = rms_scale(x + off, n_slice, eps, dsmem);
+  const float scale = rms_scale([&](int64_t i) { return x[off + i]; }, n_slice, eps, dsmem);
   // Every thread has read its elements before any writes (block_sum synchronises): dst may be x.
   for (int64_t i = threadIdx.x; i < n_slice; i += kThreads) dst[off + i] = __fmul_rn(__fmul_rn(x[off + i], scale), g[i]);
 }
 
 }  // namespace
 
-GpuError rms_norm_quant(const float* x, const float* g, int64_t n_tokens, int64_t n_cols, float eps, Q8View out,
-                        float* normed, GpuStream stream) {
-  if (n_tokens <= 0 || n_tokens > 0x7fffffff || n_cols <= 0 || n_cols % kChunkCols != 0) return kGpuInvalidValue;
+GpuError gated_rms_norm_quant(Gate gate, const float* a, const float* b, const float* g, int64_t n_tokens,
+                              int64_t n_cols, float eps, Q8View out, float* normed, GpuStream stream) {
+  if (n_tokens <= 0 || n_tokens > 0x7fffffff || n_cols <= 0 || n_cols % kChunkCols != 0 ||
+      (gate != Gate::kNone && b == nullptr)) {
+    return kGpuInvalidValue;
+  }
   const auto grid = static_cast<unsigned>(n_tokens);
-  if (g != nullptr) {
-    rms_norm_quant_kernel<true><<<grid, kThreads, 0, stream>>>(x, g, n_cols, eps, out.q, out.scale, out.chunk_sum, normed);
-  } else {
-    rms_norm_quant_kernel<false><<<grid, kThreads, 0, stream>>>(x, g, n_cols, eps, out.q, out.scale, out.chunk_sum, normed);
+  switch (gate) {
+    case Gate::kNone:
+      rms_norm_quant_kernel<Gate::kNone><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
+                                                                         out.chunk_sum, normed);
+      break;
+    case Gate::kRelu2:
+      rms_norm_quant_kernel<Gate::kRelu2><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
+                                                                          out.chunk_sum, normed);
+      break;
+    case Gate::kSilu:
+      rms_norm_quant_kernel<Gate::kSilu><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
+                                                                         out.chunk_sum, normed);
+      break;
   }
   return launch_status();
+}
+
+GpuError rms_norm_quant(const float* x, const float* g, int64_t n_tokens, int64_t n_cols, float eps, Q8View out,
+                        float* normed, GpuStream stream) {
+  return gated_rms_norm_quant(Gate::kNone, x, nullptr, g, n_tokens, n_cols, eps, out, normed, stream);
 }
 
 GpuError rms_norm(const float* x, const float* g, int64_t n_rows, int64_t n_cols, int32_t n_slices, float eps,

@@ -41,6 +41,9 @@ BITNET_HD float relu2(float a, float b) {
   return r * r * b;
 }
 
+// silu(a) * b as the CPU writes it (expf on the device: within 2 ulp of the host's).
+BITNET_HD float silu_mul_one(float a, float b) { return a / (1.0f + expf(-a)) * b; }
+
 // The cache row of position j of a token (hal::KvMap): table null is the identity.
 BITNET_HD int64_t kv_row(int64_t j, const int32_t* table, int32_t block_shift) {
   if (table == nullptr) return j;
