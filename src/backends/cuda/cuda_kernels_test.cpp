@@ -16,6 +16,7 @@
 #include "backends/cpu/kernel_test_util.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/mma_math.h"
 #include "backends/cuda/ops_math.h"
 #include "backends/cuda/w2a8_math.h"
 #include "backends/cuda/w2c_weights.h"
@@ -109,6 +110,49 @@ TEST_F(CudaKernels, W2a8GemvIsBitExactWithItsTwin) {
         }
       }
     }
+  }
+}
+
+TEST_F(CudaKernels, W2a8MmaGemmIsBitExactWithTheCpu) {
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  if (prop.major < 8) GTEST_SKIP() << "int8 mma.m16n8k32 needs sm_80, this is sm_" << prop.major << prop.minor;
+  std::mt19937 rng(19);
+  struct Case {
+    GgmlType type;
+    int64_t n_rows, n_cols, n_tokens;
+    bool per_block;
+  };
+  for (const Case k : {Case{GgmlType::kI2_S, 2560, 2560, 64, false}, Case{GgmlType::kI2_S, 6912, 2560, 37, false},
+                       Case{GgmlType::kI2_S, 2560, 6912, 5, false}, Case{GgmlType::kTQ2_0, 77, 768, 33, true},
+                       Case{GgmlType::kTQ1_0, 640, 2560, 100, true}}) {
+    const int64_t n = k.n_rows * k.n_cols;
+    auto scales = cpu::test::random_scales(k.type, n, rng);
+    if (!k.per_block) std::fill(scales.begin(), scales.end(), scales[0]);
+    else scales[1] += 0.0078125f;
+    const auto f = cpu::test::ternary_file(k.type, cpu::test::random_codes(n, rng), scales, k.n_cols, k.n_rows);
+    auto w = repack_w2c(k.type, f.bytes, k.n_cols, k.n_rows);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    const auto x = randn(k.n_tokens * k.n_cols, rng);
+    std::vector<int8_t> q(x.size());
+    std::vector<float> s(static_cast<size_t>(k.n_tokens));
+    std::vector<int32_t> sums(static_cast<size_t>(k.n_tokens * k.n_cols / kChunkCols));
+    for (int64_t t = 0; t < k.n_tokens; ++t) {
+      s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * k.n_cols, k.n_cols, q.data() + t * k.n_cols,
+                                                     sums.data() + t * k.n_cols / kChunkCols);
+    }
+    DeviceVec<uint32_t> words(w->words);
+    DeviceVec<float> wscales(w->scales), ds(s), y(static_cast<size_t>(k.n_tokens * k.n_rows));
+    DeviceVec<int8_t> dq(q);
+    DeviceVec<int32_t> dsums(sums);
+    const W2cView view{words.get(), wscales.get(), k.n_rows, k.n_cols, w->scale_block};
+    ASSERT_EQ(w2a8_gemm_mma(view, Q8View{dq.get(), ds.get(), dsums.get()}, k.n_tokens, y.get(), prop.major, nullptr),
+              cudaSuccess);
+    sync();
+    std::vector<float> want(static_cast<size_t>(k.n_tokens * k.n_rows));
+    w2a8_mma_twin(w->words.data(), w->scales.data(), k.n_rows, k.n_cols, w->scale_block, q.data(), s.data(),
+                  sums.data(), k.n_tokens, want.data());
+    ASSERT_EQ(y.host(), want) << ggml_type_name(k.type) << " " << k.n_rows << "x" << k.n_cols << " tokens " << k.n_tokens;
   }
 }
 

@@ -34,6 +34,12 @@ struct Q8View {
 // One warp per row, n_tokens in tiles of up to 8 tokens per weight read.
 GpuError w2a8_gemv(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y, GpuStream stream);
 
+// The same product on int8 tensor cores (mma.m16n8k32, sm_80 and later: cc_major >= 8, else
+// kGpuInvalidValue), for prefill and batches: 16 rows x 32 tokens per warp, codes unpacked into
+// the A fragments on the fly, bit-identical to the CPU with per-row and per-block scales
+// (w2a8_mma_twin in mma_math.h). n_cols a multiple of 32; x.q rows 4-byte aligned.
+GpuError w2a8_gemm_mma(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y, int cc_major, GpuStream stream);
+
 // Fused rms_norm + activation quantization of each row of x [n_tokens][n_cols] (n_cols a
 // multiple of 64): y = x / sqrt(mean(x^2) + eps) * g (g null: y = x, no norm), then q, s and
 // the chunk sums of y as quant::act_quant_i8. `normed` (may be null) receives y as floats.
