@@ -60,8 +60,12 @@ deps-arm64:
 	    echo "warning: could not install the Arm64 cross toolchain ($$missing)" >&2; \
 	fi
 
+# Where Debian's hipcc is installed, the CUDA kernel sources are also compiled for AMD GPUs
+# (compile-only check, -DBITNET_HIP=ON); nvcc, when present, is found by CMake itself.
+HIP_FLAGS := $(if $(shell command -v hipcc 2>/dev/null),-DBITNET_HIP=ON)
+
 $(BUILD_DIR)/build.ninja:
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBITNET_SHARED_DIR=$(SHARED)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DBITNET_SHARED_DIR=$(SHARED) $(HIP_FLAGS)
 
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)

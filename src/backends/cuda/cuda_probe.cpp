@@ -50,10 +50,11 @@ hal::BackendProbe probe() {
   }
   p.available = !p.devices.empty();
   if (!p.available) p.reason = "no CUDA device answered cudaGetDeviceProperties";
-  // The kernels of the CUDA backend are not built yet: devices are listed, none can run.
+  // The CUDA kernels are built, but no hal::Backend runs them yet (issue 12): devices are
+  // listed, none can run.
   if (p.available) {
     p.available = false;
-    p.reason = "CUDA devices found, but this build has no CUDA kernels yet";
+    p.reason = "CUDA devices found, but this build has no CUDA backend yet (kernels only)";
   }
   return p;
 }

@@ -1,0 +1,184 @@
+// Kernel benchmark of the CUDA backend: per GEMV shape of BitNet b1.58 2B-4T, microseconds
+// per call and the achieved GB/s against the device's peak (memory clock x bus width).
+// Weights are rotated over enough copies to exceed twice the L2 cache, so the figures are
+// DRAM reads, as in decode. Exits 77 (skipped) without a CUDA device.
+//   bitnet_cuda_bench [--iters N]
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/w2a8_math.h"
+#include "core/fp16.h"
+
+namespace bitnet::cuda {
+namespace {
+
+constexpr int kSkipped = 77;
+
+bool ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+// Device memory freed at scope exit.
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(size_t n) { ok(cudaMalloc(&p, n), "cudaMalloc"); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  ~DeviceMem() { cudaFree(p); }
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+struct Device {
+  double peak_gbs = 0.0;
+  int64_t l2_bytes = 0;
+  std::string name;
+};
+
+// Copies of a weight of `bytes` bytes that together exceed twice the L2 cache (about 2 x L2 of
+// device memory for the small shapes).
+int copies_for(int64_t bytes, const Device& d) {
+  const int64_t n = (2 * d.l2_bytes + bytes - 1) / bytes;
+  return static_cast<int>(n < 1 ? 1 : n);
+}
+
+// Times `launch(copy)` over `iters` calls rotating over the copies; microseconds per call.
+template <class Launch>
+double time_us(int iters, int n_copies, Launch launch) {
+  for (int i = 0; i < 3 * n_copies; ++i) launch(i % n_copies);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start);
+  for (int i = 0; i < iters; ++i) launch(i % n_copies);
+  cudaEventRecord(stop);
+  cudaEventSynchronize(stop);
+  float ms = 0.0f;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1000.0 * ms / iters;
+}
+
+void report(const char* name, int64_t n_rows, int64_t n_cols, const char* format, int64_t bytes, double us,
+            const Device& d) {
+  const double gbs = static_cast<double>(bytes) / (us * 1e3);
+  std::printf("%-12s %6lld x %-6lld %-5s %9.2f us %8.1f GB/s %5.1f %% of peak\n", name, static_cast<long long>(n_rows),
+              static_cast<long long>(n_cols), format, us, gbs, 100.0 * gbs / d.peak_gbs);
+}
+
+double bench_w2a8(const char* name, int64_t n_rows, int64_t n_cols, int iters, const Device& d, std::mt19937& rng) {
+  std::vector<uint32_t> words(static_cast<size_t>(n_rows * n_cols / kWordCols));
+  for (auto& w : words) {
+    uint32_t codes[kWordCols];
+    for (auto& c : codes) c = static_cast<uint32_t>(rng() % 3);
+    w = pack_word(codes);
+  }
+  const std::vector<float> scales(static_cast<size_t>(n_rows), 0.5f);
+  std::vector<int8_t> q(static_cast<size_t>(n_cols));
+  for (auto& v : q) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<int32_t> sums(static_cast<size_t>(n_cols / kChunkCols));
+  for (int64_t c = 0; c < n_cols / kChunkCols; ++c) {
+    for (int64_t i = 0; i < kChunkCols; ++i) sums[static_cast<size_t>(c)] += q[static_cast<size_t>(c * kChunkCols + i)];
+  }
+  const int64_t w_bytes = static_cast<int64_t>(words.size() * 4 + scales.size() * 4);
+  const int n_copies = copies_for(w_bytes, d);
+  DeviceMem dw(words.size() * 4 * n_copies), ds(scales.size() * 4 * n_copies), dq(q.size()), dsum(sums.size() * 4),
+      dact(4), dy(static_cast<size_t>(n_rows) * 4);
+  for (int c = 0; c < n_copies; ++c) {
+    cudaMemcpy(dw.as<uint32_t>() + c * words.size(), words.data(), words.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(ds.as<float>() + c * scales.size(), scales.data(), scales.size() * 4, cudaMemcpyHostToDevice);
+  }
+  const float s = 12.7f;
+  cudaMemcpy(dq.p, q.data(), q.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dsum.p, sums.data(), sums.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dact.p, &s, 4, cudaMemcpyHostToDevice);
+  const double us = time_us(iters, n_copies, [&](int c) {
+    const W2cView w{dw.as<uint32_t>() + c * words.size(), ds.as<float>() + c * scales.size(), n_rows, n_cols, n_cols};
+    w2a8_gemv(w, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, dy.as<float>(), nullptr);
+  });
+  report(name, n_rows, n_cols, "I2_S", w_bytes + n_cols + n_rows * 4, us, d);
+  return us;
+}
+
+double bench_f16(const char* name, int64_t n_rows, int64_t n_cols, int iters, const Device& d, std::mt19937& rng) {
+  std::vector<uint16_t> w(static_cast<size_t>(n_rows * n_cols));
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  for (auto& h : w) h = fp32_to_fp16(nd(rng));
+  std::vector<float> x(static_cast<size_t>(n_cols));
+  for (auto& v : x) v = nd(rng);
+  const auto w_bytes = static_cast<int64_t>(w.size() * 2);
+  const int n_copies = copies_for(w_bytes, d);
+  DeviceMem dw(w.size() * 2 * n_copies), dx(x.size() * 4), dy(static_cast<size_t>(n_rows) * 4);
+  for (int c = 0; c < n_copies; ++c) cudaMemcpy(dw.as<uint16_t>() + c * w.size(), w.data(), w.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  const double us = time_us(iters, n_copies, [&](int c) {
+    const FloatWeightView v{FloatFormat::kF16, dw.as<uint16_t>() + c * w.size(), nullptr, n_rows, n_cols};
+    matmul_float(v, dx.as<float>(), 1, dy.as<float>(), nullptr);
+  });
+  report(name, n_rows, n_cols, "F16", w_bytes + n_cols * 4 + n_rows * 4, us, d);
+  return us;
+}
+
+int run(int iters) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    std::printf("skipped: no CUDA device (cudaGetDeviceCount: %s)\n", err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    return kSkipped;
+  }
+  Device d;
+  cudaDeviceProp prop{};
+  int clock_khz = 0, bus_bits = 0, l2 = 0;
+  if (!ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties") ||
+      !ok(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0), "memory clock") ||
+      !ok(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0), "bus width") ||
+      !ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "L2 size")) {
+    return 1;
+  }
+  d.name = prop.name;
+  d.peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // double data rate
+  d.l2_bytes = l2;
+  std::printf("device: %s, peak %.0f GB/s (memory clock %d kHz x %d bits x 2), L2 %d KiB; %d calls per shape\n",
+              d.name.c_str(), d.peak_gbs, clock_khz, bus_bits, l2 / 1024, iters);
+  std::mt19937 rng(1);
+  // BitNet b1.58 2B-4T, one decode token: 7 ternary linears per layer x 30 layers, F16 tied head.
+  double layer_us = 0.0;
+  layer_us += bench_w2a8("attn_q", 2560, 2560, iters, d, rng);
+  layer_us += 2 * bench_w2a8("attn_k/v", 640, 2560, iters, d, rng);
+  layer_us += bench_w2a8("attn_output", 2560, 2560, iters, d, rng);
+  layer_us += 2 * bench_w2a8("ffn_gate/up", 6912, 2560, iters, d, rng);
+  layer_us += bench_w2a8("ffn_down", 2560, 6912, iters, d, rng);
+  const double head_us = bench_f16("output", 128256, 2560, iters, d, rng);
+  if (!ok(cudaGetLastError(), "kernels")) return 1;
+  std::printf("GEMVs of one token: 30 x %.1f us + head %.1f us = %.2f ms (the GEMV bound on decode: %.0f tokens/s)\n",
+              layer_us, head_us, (30 * layer_us + head_us) / 1e3, 1e6 / (30 * layer_us + head_us));
+  return 0;
+}
+
+}  // namespace
+}  // namespace bitnet::cuda
+
+int main(int argc, char** argv) {
+  int iters = 200;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
+      iters = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--iters N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (iters < 1) iters = 1;
+  return bitnet::cuda::run(iters);
+}

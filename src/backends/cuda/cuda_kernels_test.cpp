@@ -1,0 +1,407 @@
+// Device tests of the CUDA kernels (ctest -L gpu): each kernel against its host twin and the
+// CPU's scalar kernel. Without a CUDA device (this project's build machines: no driver) every
+// test reports skipped with the runtime's reason; they have not run on a GPU yet.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel_set.h"
+#include "backends/cpu/kernel_test_util.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/mma_math.h"
+#include "backends/cuda/ops_math.h"
+#include "backends/cuda/w2a8_math.h"
+#include "backends/cuda/w2c_weights.h"
+#include "core/fp16.h"
+#include "quant/quant.h"
+
+namespace bitnet::cuda {
+namespace {
+
+// A device copy of a host vector, freed with the test.
+template <class T>
+class DeviceVec {
+ public:
+  explicit DeviceVec(size_t n) : n_(n) { EXPECT_EQ(cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess); }
+  explicit DeviceVec(const std::vector<T>& h) : DeviceVec(h.size()) {
+    EXPECT_EQ(cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  DeviceVec(const DeviceVec&) = delete;
+  DeviceVec& operator=(const DeviceVec&) = delete;
+  ~DeviceVec() { cudaFree(p_); }
+  T* get() const { return static_cast<T*>(p_); }
+  std::vector<T> host() const {
+    std::vector<T> h(n_);
+    EXPECT_EQ(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t n_;
+};
+
+class CudaKernels : public testing::Test {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount " << cudaGetErrorName(err);
+    if (count == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  static void sync() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
+};
+
+std::vector<float> randn(int64_t n, std::mt19937& rng, float sd = 1.0f) { return cpu::test::random_floats(n, rng, sd); }
+
+TEST_F(CudaKernels, W2a8GemvIsBitExactWithItsTwin) {
+  std::mt19937 rng(11);
+  const GgmlType types[] = {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0};
+  struct Shape { int64_t n_rows, n_cols; };
+  // The 2B-4T shapes (q/o 2560x2560, k/v 640x2560, gate/up 6912x2560, down 2560x6912) and odd ones.
+  for (const Shape sh : {Shape{2560, 2560}, Shape{640, 2560}, Shape{6912, 2560}, Shape{2560, 6912}, Shape{7, 256}, Shape{5, 2304}}) {
+    for (GgmlType type : types) {
+      for (const bool per_block : {false, true}) {
+        if (per_block && type == GgmlType::kI2_S) continue;
+        const int64_t n = sh.n_rows * sh.n_cols;
+        auto scales = cpu::test::random_scales(type, n, rng);
+        if (!per_block) std::fill(scales.begin(), scales.end(), scales[0]);
+        else if (scales.size() > 1) scales[1] += 0.0078125f;
+        const auto f = cpu::test::ternary_file(type, cpu::test::random_codes(n, rng), scales, sh.n_cols, sh.n_rows);
+        auto w = repack_w2c(type, f.bytes, sh.n_cols, sh.n_rows);
+        ASSERT_TRUE(w.ok()) << w.status().to_string();
+        DeviceVec<uint32_t> words(w->words);
+        DeviceVec<float> wscales(w->scales);
+        for (const int64_t n_tokens : {1, 3, 9}) {
+          const auto x = randn(n_tokens * sh.n_cols, rng);
+          std::vector<int8_t> q(x.size());
+          std::vector<float> s(static_cast<size_t>(n_tokens));
+          std::vector<int32_t> sums(static_cast<size_t>(n_tokens * sh.n_cols / kChunkCols));
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * sh.n_cols, sh.n_cols, q.data() + t * sh.n_cols,
+                                                           sums.data() + t * sh.n_cols / kChunkCols);
+          }
+          DeviceVec<int8_t> dq(q);
+          DeviceVec<float> ds(s);
+          DeviceVec<int32_t> dsums(sums);
+          DeviceVec<float> y(static_cast<size_t>(n_tokens * sh.n_rows));
+          const W2cView view{words.get(), wscales.get(), sh.n_rows, sh.n_cols, w->scale_block};
+          ASSERT_EQ(w2a8_gemv(view, Q8View{dq.get(), ds.get(), dsums.get()}, n_tokens, y.get(), nullptr), cudaSuccess);
+          sync();
+          const auto got = y.host();
+          const int64_t n_blocks = sh.n_cols / w->scale_block;
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            for (int64_t r = 0; r < sh.n_rows; ++r) {
+              const float want = w2a8_row_twin(w->words.data() + r * sh.n_cols / kWordCols, q.data() + t * sh.n_cols,
+                                               sums.data() + t * sh.n_cols / kChunkCols, s[static_cast<size_t>(t)],
+                                               w->scales.data() + r * n_blocks, sh.n_cols, w->scale_block);
+              ASSERT_EQ(got[static_cast<size_t>(t * sh.n_rows + r)], want)
+                  << ggml_type_name(type) << " " << sh.n_rows << "x" << sh.n_cols << " row " << r << " token " << t;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernels, W2a8MmaGemmIsBitExactWithTheCpu) {
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  if (prop.major < 8) GTEST_SKIP() << "int8 mma.m16n8k32 needs sm_80, this is sm_" << prop.major << prop.minor;
+  std::mt19937 rng(19);
+  struct Case {
+    GgmlType type;
+    int64_t n_rows, n_cols, n_tokens;
+    bool per_block;
+  };
+  for (const Case k : {Case{GgmlType::kI2_S, 2560, 2560, 64, false}, Case{GgmlType::kI2_S, 6912, 2560, 37, false},
+                       Case{GgmlType::kI2_S, 2560, 6912, 5, false}, Case{GgmlType::kTQ2_0, 77, 768, 33, true},
+                       Case{GgmlType::kTQ1_0, 640, 2560, 100, true}}) {
+    const int64_t n = k.n_rows * k.n_cols;
+    auto scales = cpu::test::random_scales(k.type, n, rng);
+    if (!k.per_block) std::fill(scales.begin(), scales.end(), scales[0]);
+    else scales[1] += 0.0078125f;
+    const auto f = cpu::test::ternary_file(k.type, cpu::test::random_codes(n, rng), scales, k.n_cols, k.n_rows);
+    auto w = repack_w2c(k.type, f.bytes, k.n_cols, k.n_rows);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    const auto x = randn(k.n_tokens * k.n_cols, rng);
+    std::vector<int8_t> q(x.size());
+    std::vector<float> s(static_cast<size_t>(k.n_tokens));
+    std::vector<int32_t> sums(static_cast<size_t>(k.n_tokens * k.n_cols / kChunkCols));
+    for (int64_t t = 0; t < k.n_tokens; ++t) {
+      s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * k.n_cols, k.n_cols, q.data() + t * k.n_cols,
+                                                     sums.data() + t * k.n_cols / kChunkCols);
+    }
+    DeviceVec<uint32_t> words(w->words);
+    DeviceVec<float> wscales(w->scales), ds(s), y(static_cast<size_t>(k.n_tokens * k.n_rows));
+    DeviceVec<int8_t> dq(q);
+    DeviceVec<int32_t> dsums(sums);
+    const W2cView view{words.get(), wscales.get(), k.n_rows, k.n_cols, w->scale_block};
+    ASSERT_EQ(w2a8_gemm_mma(view, Q8View{dq.get(), ds.get(), dsums.get()}, k.n_tokens, y.get(), prop.major, nullptr),
+              cudaSuccess);
+    sync();
+    std::vector<float> want(static_cast<size_t>(k.n_tokens * k.n_rows));
+    w2a8_mma_twin(w->words.data(), w->scales.data(), k.n_rows, k.n_cols, w->scale_block, q.data(), s.data(),
+                  sums.data(), k.n_tokens, want.data());
+    ASSERT_EQ(y.host(), want) << ggml_type_name(k.type) << " " << k.n_rows << "x" << k.n_cols << " tokens " << k.n_tokens;
+  }
+}
+
+TEST_F(CudaKernels, RmsNormQuantMatchesTheCpu) {
+  std::mt19937 rng(12);
+  for (const int64_t n_cols : {64, 2560, 6912}) {
+    const int64_t n_tokens = 3;
+    const auto x = randn(n_tokens * n_cols, rng, 4.0f);
+    const auto g = randn(n_cols, rng);
+    DeviceVec<float> dx(x), dg(g), normed(static_cast<size_t>(n_tokens * n_cols)), ds(static_cast<size_t>(n_tokens));
+    DeviceVec<int8_t> dq(static_cast<size_t>(n_tokens * n_cols));
+    DeviceVec<int32_t> dsums(static_cast<size_t>(n_tokens * n_cols / kChunkCols));
+    ASSERT_EQ(rms_norm_quant(dx.get(), dg.get(), n_tokens, n_cols, 1e-5f, Q8View{dq.get(), ds.get(), dsums.get()},
+                             normed.get(), nullptr),
+              cudaSuccess);
+    sync();
+    const auto got_y = normed.host();
+    const auto got_q = dq.host();
+    const auto got_s = ds.host();
+    const auto got_sums = dsums.host();
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<float> y(static_cast<size_t>(n_cols));
+      cpu::kScalarKernels.rms_norm_row(x.data() + t * n_cols, g.data(), n_cols, 1e-5f, y.data());
+      for (int64_t i = 0; i < n_cols; ++i) {
+        ASSERT_NEAR(got_y[static_cast<size_t>(t * n_cols + i)], y[static_cast<size_t>(i)], 1e-6f * (1.0f + std::fabs(y[static_cast<size_t>(i)])));
+      }
+      // From the device's own y the quantization is exact (act_quant_row_twin).
+      std::vector<int8_t> q(static_cast<size_t>(n_cols));
+      std::vector<int32_t> sums(static_cast<size_t>(n_cols / kChunkCols));
+      const float s = act_quant_row_twin(got_y.data() + t * n_cols, n_cols, q.data(), sums.data());
+      EXPECT_EQ(got_s[static_cast<size_t>(t)], s);
+      EXPECT_TRUE(std::equal(q.begin(), q.end(), got_q.begin() + t * n_cols));
+      EXPECT_TRUE(std::equal(sums.begin(), sums.end(), got_sums.begin() + t * n_cols / kChunkCols));
+    }
+  }
+}
+
+TEST_F(CudaKernels, GatedRmsNormQuantMatchesTheCpu) {
+  std::mt19937 rng(18);
+  const int64_t n_tokens = 2, n_cols = 6912;
+  const auto a = randn(n_tokens * n_cols, rng, 2.0f), b = randn(n_tokens * n_cols, rng), g = randn(n_cols, rng);
+  for (const Gate gate : {Gate::kRelu2, Gate::kSilu}) {
+    DeviceVec<float> da(a), db(b), dg(g), normed(static_cast<size_t>(n_tokens * n_cols)), ds(static_cast<size_t>(n_tokens));
+    DeviceVec<int8_t> dq(static_cast<size_t>(n_tokens * n_cols));
+    DeviceVec<int32_t> dsums(static_cast<size_t>(n_tokens * n_cols / kChunkCols));
+    ASSERT_EQ(gated_rms_norm_quant(gate, da.get(), db.get(), dg.get(), n_tokens, n_cols, 1e-5f,
+                                   Q8View{dq.get(), ds.get(), dsums.get()}, normed.get(), nullptr),
+              cudaSuccess);
+    sync();
+    const auto got_y = normed.host();
+    const auto got_q = dq.host();
+    const auto got_s = ds.host();
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<float> x(static_cast<size_t>(n_cols)), y(static_cast<size_t>(n_cols));
+      if (gate == Gate::kRelu2) {
+        cpu::kScalarKernels.relu2_mul(a.data() + t * n_cols, b.data() + t * n_cols, n_cols, x.data());
+      } else {
+        cpu::kScalarKernels.silu_mul(a.data() + t * n_cols, b.data() + t * n_cols, n_cols, x.data());
+      }
+      cpu::kScalarKernels.rms_norm_row(x.data(), g.data(), n_cols, 1e-5f, y.data());
+      for (int64_t i = 0; i < n_cols; ++i) {
+        ASSERT_NEAR(got_y[static_cast<size_t>(t * n_cols + i)], y[static_cast<size_t>(i)], 2e-6f * (1.0f + std::fabs(y[static_cast<size_t>(i)])));
+      }
+      std::vector<int8_t> q(static_cast<size_t>(n_cols));
+      std::vector<int32_t> sums(static_cast<size_t>(n_cols / kChunkCols));
+      EXPECT_EQ(got_s[static_cast<size_t>(t)], act_quant_row_twin(got_y.data() + t * n_cols, n_cols, q.data(), sums.data()));
+      EXPECT_TRUE(std::equal(q.begin(), q.end(), got_q.begin() + t * n_cols));
+    }
+  }
+}
+
+TEST_F(CudaKernels, RopeIsBitExactWithTheCpu) {
+  std::mt19937 rng(13);
+  const int32_t n_head = 20, head_dim = 128;
+  const int64_t n_tokens = 4;
+  hal::RopeParams p{hal::RopeStyle::kNeox, head_dim, 500000.0f, 1.0f};
+  auto x = randn(n_tokens * n_head * head_dim, rng);
+  std::vector<float> cs(static_cast<size_t>(n_tokens * head_dim));
+  const int64_t pos[] = {0, 1, 777, 4095};
+  for (int64_t t = 0; t < n_tokens; ++t) rope_cos_sin(pos[t], head_dim, p.freq_base, p.freq_scale, cs.data() + t * head_dim);
+  DeviceVec<float> dx(x), dcs(cs);
+  ASSERT_EQ(rope(dx.get(), dcs.get(), n_tokens, n_head, head_dim, head_dim, true, nullptr), cudaSuccess);
+  sync();
+  for (int64_t t = 0; t < n_tokens; ++t) cpu::rope_row(x.data() + t * n_head * head_dim, n_head, head_dim, pos[t], p);
+  EXPECT_EQ(dx.host(), x);
+}
+
+TEST_F(CudaKernels, ElementwiseOpsMatchTheCpu) {
+  std::mt19937 rng(14);
+  const int64_t n = 6912 * 3 + 5;
+  const auto a = randn(n, rng, 3.0f), b = randn(n, rng);
+  DeviceVec<float> da(a), db(b), dst(static_cast<size_t>(n));
+  std::vector<float> want(static_cast<size_t>(n));
+  ASSERT_EQ(add(da.get(), db.get(), n, dst.get(), nullptr), cudaSuccess);
+  cpu::kScalarKernels.add(a.data(), b.data(), n, want.data());
+  EXPECT_EQ(dst.host(), want);
+  ASSERT_EQ(relu2_mul(da.get(), db.get(), n, dst.get(), nullptr), cudaSuccess);
+  cpu::kScalarKernels.relu2_mul(a.data(), b.data(), n, want.data());
+  EXPECT_EQ(dst.host(), want);
+  ASSERT_EQ(silu_mul(da.get(), db.get(), n, dst.get(), nullptr), cudaSuccess);
+  cpu::kScalarKernels.silu_mul(a.data(), b.data(), n, want.data());
+  const auto got = dst.host();
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)], 4e-7f * (1.0f + std::fabs(want[static_cast<size_t>(i)])));
+}
+
+TEST_F(CudaKernels, StoreKvAndSplitAttentionMatchTheCpu) {
+  std::mt19937 rng(15);
+  AttentionShape shape;
+  shape.n_head = 20;
+  shape.n_head_kv = 5;
+  shape.head_dim = 128;
+  shape.n_embd_kv = 640;
+  shape.kq_scale = 1.0f / std::sqrt(128.0f);
+  const int64_t n_ctx = 1024;
+  choose_attention_split(shape, n_ctx, 132);
+  // A paged cache of 64-row blocks in a scrambled order; positions 0..n_pos-1 written by store_kv.
+  const int32_t shift = 6;
+  std::vector<int32_t> table(static_cast<size_t>(n_ctx >> shift));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 7 + 3) % table.size());
+  for (const int64_t n_pos : {1, 100, 1024}) {
+    const auto k = randn(n_pos * shape.n_embd_kv, rng), v = randn(n_pos * shape.n_embd_kv, rng);
+    std::vector<int32_t> pos(static_cast<size_t>(n_pos)), begin(static_cast<size_t>(n_pos), 0);
+    for (int64_t j = 0; j < n_pos; ++j) pos[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+    DeviceVec<float> dk(k), dv(v);
+    DeviceVec<int32_t> dpos(pos), dbegin(begin), dtable(table);
+    DeviceVec<uint16_t> kc(static_cast<size_t>(n_ctx * shape.n_embd_kv)), vc(static_cast<size_t>(n_ctx * shape.n_embd_kv));
+    const KvRows store_rows{dpos.get(), dbegin.get(), dtable.get(), shift};
+    ASSERT_EQ(store_kv_f16(dk.get(), dv.get(), n_pos, shape.n_embd_kv, store_rows, kc.get(), vc.get(), nullptr), cudaSuccess);
+    // One query token at position n_pos - 1.
+    const auto q = randn(shape.n_head * shape.head_dim, rng);
+    const std::vector<int32_t> qpos = {static_cast<int32_t>(n_pos - 1)}, qbegin = {0};
+    DeviceVec<float> dq(q), out(static_cast<size_t>(shape.n_head * shape.head_dim));
+    DeviceVec<float> scratch(static_cast<size_t>(attention_scratch_floats(shape, 1)));
+    DeviceVec<int32_t> dqpos(qpos), dqbegin(qbegin);
+    const KvRows rows{dqpos.get(), dqbegin.get(), dtable.get(), shift};
+    ASSERT_EQ(attention_f16(dq.get(), kc.get(), vc.get(), rows, shape, 1, scratch.get(), out.get(), nullptr), cudaSuccess);
+    sync();
+    const auto kch = kc.host(), vch = vc.host();
+    const cpu::KvRowMap map{table.data(), shift};
+    for (int64_t j = 0; j < n_pos; ++j) {
+      for (int64_t d = 0; d < shape.n_embd_kv; d += 37) {
+        ASSERT_EQ(kch[static_cast<size_t>(map.row(j) * shape.n_embd_kv + d)], fp32_to_fp16(k[static_cast<size_t>(j * shape.n_embd_kv + d)]));
+      }
+    }
+    const auto got = out.host();
+    std::vector<float> scores(static_cast<size_t>(n_ctx)), want(static_cast<size_t>(shape.head_dim));
+    for (int32_t h = 0; h < shape.n_head; ++h) {
+      const int64_t kv_off = int64_t{h / 4} * shape.head_dim;
+      cpu::kScalarKernels.attention_head_f16(q.data() + h * shape.head_dim, kch.data(), vch.data(), n_pos, map,
+                                             shape.n_embd_kv, kv_off, shape.head_dim, shape.kq_scale, scores.data(),
+                                             want.data());
+      for (int32_t d = 0; d < shape.head_dim; ++d) {
+        ASSERT_NEAR(got[static_cast<size_t>(h * shape.head_dim + d)], want[static_cast<size_t>(d)], 2e-5f)
+            << "n_pos " << n_pos << " head " << h << " dim " << d;
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
+  std::mt19937 rng(16);
+  const int64_t n_rows = 1003, n_cols = 2560, n_tokens = 5;
+  const auto wf = randn(n_rows * n_cols, rng, 0.05f);
+  const auto x = randn(n_tokens * n_cols, rng);
+  for (const GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0}) {
+    auto bytes = quant::quantize(type, wf.data(), n_rows, n_cols);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    const cpu::test::FileWeight f{*bytes, type, n_cols, n_rows};
+    const cpu::CpuWeight cw = cpu::test::prepare(f, 1);
+    std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
+    cpu::kScalarKernels.matmul_float(cw, x.data(), n_tokens, want.data(), 0, n_rows);
+    // Q8_0 on the CPU dots with Q8_0-quantized activations; the GPU dots the floats.
+    std::vector<float> deq(wf.size());
+    ASSERT_TRUE(quant::dequantize(type, *bytes, n_rows * n_cols, deq.data()).ok());
+    FloatWeightView view;
+    view.n_rows = n_rows;
+    view.n_cols = n_cols;
+    DeviceVec<uint8_t> data(type == GgmlType::kQ8_0 ? std::vector<uint8_t>(1) : *bytes);
+    std::unique_ptr<DeviceVec<int8_t>> q8;
+    std::unique_ptr<DeviceVec<float>> q8d;
+    view.data = data.get();
+    view.format = type == GgmlType::kF32 ? FloatFormat::kF32 : type == GgmlType::kF16 ? FloatFormat::kF16
+                : type == GgmlType::kBF16 ? FloatFormat::kBF16 : FloatFormat::kQ8_0;
+    if (type == GgmlType::kQ8_0) {
+      auto split = split_q8_0(*bytes, n_cols, n_rows);
+      ASSERT_TRUE(split.ok());
+      q8 = std::make_unique<DeviceVec<int8_t>>(split->q);
+      q8d = std::make_unique<DeviceVec<float>>(split->d);
+      view.data = q8->get();
+      view.q8_d = q8d->get();
+    }
+    DeviceVec<float> dx(x), y(static_cast<size_t>(n_tokens * n_rows));
+    ASSERT_EQ(matmul_float(view, dx.get(), n_tokens, y.get(), nullptr), cudaSuccess);
+    sync();
+    const auto got = y.host();
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < n_rows; ++r) {
+        double exact = 0.0, mag = 0.0;
+        for (int64_t k = 0; k < n_cols; ++k) {
+          exact += double{deq[static_cast<size_t>(r * n_cols + k)]} * x[static_cast<size_t>(t * n_cols + k)];
+          mag += std::fabs(double{deq[static_cast<size_t>(r * n_cols + k)]} * x[static_cast<size_t>(t * n_cols + k)]);
+        }
+        const size_t i = static_cast<size_t>(t * n_rows + r);
+        ASSERT_NEAR(got[i], exact, 1e-5 * mag + 1e-6) << ggml_type_name(type) << " row " << r;
+        if (type != GgmlType::kQ8_0) {
+          ASSERT_NEAR(got[i], want[i], 2e-5 * mag + 1e-6) << ggml_type_name(type) << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernels, ArgmaxAndEmbedMatchTheHost) {
+  std::mt19937 rng(17);
+  const int64_t n_rows = 3, n_cols = 128256;
+  auto x = randn(n_rows * n_cols, rng);
+  x[5] = 100.0f;                         // row 0: index 5
+  x[n_cols + 9] = x[n_cols + 700] = 50;  // row 1: a tie, the first wins
+  x[2 * n_cols] = NAN;                   // row 2: NaN never wins
+  DeviceVec<float> dx(x);
+  DeviceVec<int32_t> out(static_cast<size_t>(n_rows));
+  ASSERT_EQ(argmax_rows(dx.get(), n_rows, n_cols, out.get(), nullptr), cudaSuccess);
+  sync();
+  const auto got = out.host();
+  EXPECT_EQ(got[0], 5);
+  EXPECT_EQ(got[1], 9);
+  const auto row2 = x.begin() + 2 * n_cols;
+  EXPECT_EQ(got[2], std::max_element(row2 + 1, row2 + n_cols) - row2);
+
+  const int64_t n_vocab = 50, n_embd = 64;
+  const auto e = randn(n_vocab * n_embd, rng);
+  auto bytes = quant::quantize(GgmlType::kF16, e.data(), n_vocab, n_embd);
+  ASSERT_TRUE(bytes.ok());
+  DeviceVec<uint8_t> de(*bytes);
+  const std::vector<int32_t> tokens = {3, 49, 0};
+  DeviceVec<int32_t> dt(tokens);
+  DeviceVec<float> rows(tokens.size() * n_embd);
+  FloatWeightView view{FloatFormat::kF16, de.get(), nullptr, n_vocab, n_embd};
+  ASSERT_EQ(embed_rows(view, dt.get(), 3, rows.get(), nullptr), cudaSuccess);
+  sync();
+  const auto got_rows = rows.host();
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    for (int64_t k = 0; k < n_embd; ++k) {
+      uint16_t h;
+      std::memcpy(&h, bytes->data() + (tokens[t] * n_embd + k) * 2, 2);
+      ASSERT_EQ(got_rows[t * n_embd + static_cast<size_t>(k)], fp16_to_fp32(h));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bitnet::cuda

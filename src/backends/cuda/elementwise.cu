@@ -1,0 +1,174 @@
+// Elementwise kernels of the forward pass: residual add, the gated activations, .scale,
+// rope, the F16 KV store, embedding rows and argmax. Grid-stride loops over flat indices.
+#include "backends/cuda/gpu_common.cuh"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/ops_math.h"
+
+namespace bitnet::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 ? b : 65535);  // grid-stride beyond
+}
+
+#define BITNET_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void add_kernel(const float* a, const float* b, int64_t n, float* dst) {
+  BITNET_GRID_STRIDE(i, n) dst[i] = a[i] + b[i];
+}
+
+__global__ void silu_mul_kernel(const float* a, const float* b, int64_t n, float* dst) {
+  BITNET_GRID_STRIDE(i, n) dst[i] = silu_mul_one(a[i], b[i]);
+}
+
+__global__ void relu2_mul_kernel(const float* a, const float* b, int64_t n, float* dst) {
+  BITNET_GRID_STRIDE(i, n) dst[i] = relu2(a[i], b[i]);
+}
+
+__global__ void scale_kernel(float* x, const float* scale, int64_t n) {
+  const float s = *scale;
+  BITNET_GRID_STRIDE(i, n) x[i] *= s;
+}
+
+// One thread per (token, head, pair).
+__global__ void rope_kernel(float* x, const float2* cos_sin, int64_t n_tokens, int32_t n_head, int32_t head_dim,
+                            int32_t n_rot, bool neox) {
+  const int64_t n_pairs = n_rot / 2;
+  BITNET_GRID_STRIDE(i, n_tokens * n_head * n_pairs) {
+    const int64_t t = i / (n_head * n_pairs);
+    const int64_t h = i / n_pairs % n_head;
+    const auto p = static_cast<int32_t>(i % n_pairs);
+    int32_t a, b;
+    rope_pair_index(p, n_rot, neox, a, b);
+    float* v = x + (t * n_head + h) * head_dim;
+    const float2 cs = cos_sin[t * n_pairs + p];
+    float x0 = v[a], x1 = v[b];
+    rope_pair(x0, x1, cs.x, cs.y);
+    v[a] = x0;
+    v[b] = x1;
+  }
+}
+
+__global__ void store_kv_kernel(const float* k, const float* v, int64_t n_tokens, int64_t n_embd_kv, KvRows rows,
+                                __half* k_cache, __half* v_cache) {
+  BITNET_GRID_STRIDE(i, n_tokens * n_embd_kv) {
+    const int64_t t = i / n_embd_kv, d = i % n_embd_kv;
+    const int32_t* table = rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
+    const int64_t row = kv_row(rows.pos[t], table, rows.block_shift);
+    k_cache[row * n_embd_kv + d] = __float2half_rn(k[i]);
+    v_cache[row * n_embd_kv + d] = __float2half_rn(v[i]);
+  }
+}
+
+__device__ float load_elem(const FloatWeightView& w, int64_t r, int64_t k) {
+  const int64_t i = r * w.n_cols + k;
+  switch (w.format) {
+    case FloatFormat::kF32: return static_cast<const float*>(w.data)[i];
+    case FloatFormat::kF16: return __half2float(static_cast<const __half*>(w.data)[i]);
+    case FloatFormat::kBF16: return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(w.data)[i]) << 16);
+    case FloatFormat::kQ8_0:
+      return static_cast<float>(static_cast<const int8_t*>(w.data)[i]) * w.q8_d[r * (w.n_cols / 32) + k / 32];
+  }
+  return 0.0f;
+}
+
+__global__ void embed_kernel(FloatWeightView w, const int32_t* tokens, int64_t n_tokens, float* dst) {
+  BITNET_GRID_STRIDE(i, n_tokens * w.n_cols) {
+    const int64_t t = i / w.n_cols, k = i % w.n_cols;
+    dst[i] = load_elem(w, tokens[t], k);
+  }
+}
+
+// One block per row: each thread keeps its best (value, index), then the block reduces;
+// ties go to the lower index, NaN loses to everything.
+__global__ void argmax_kernel(const float* x, int64_t n_cols, int32_t* out) {
+  __shared__ float best_v[kThreads];
+  __shared__ int64_t best_i[kThreads];
+  const float* row = x + static_cast<int64_t>(blockIdx.x) * n_cols;
+  float bv = -INFINITY;
+  int64_t bi = -1;
+  for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
+    const float v = row[i];
+    if (v > bv || (bi < 0 && v == v)) {
+      bv = v;
+      bi = i;
+    }
+  }
+  best_v[threadIdx.x] = bv;
+  best_i[threadIdx.x] = bi;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
+    if (static_cast<int>(threadIdx.x) < stride) {
+      const float ov = best_v[threadIdx.x + stride];
+      const int64_t oi = best_i[threadIdx.x + stride];
+      const float mv = best_v[threadIdx.x];
+      const int64_t mi = best_i[threadIdx.x];
+      if (oi >= 0 && (mi < 0 || ov > mv || (ov == mv && oi < mi))) {
+        best_v[threadIdx.x] = ov;
+        best_i[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(best_i[0] < 0 ? 0 : best_i[0]);
+}
+
+}  // namespace
+
+GpuError add(const float* a, const float* b, int64_t n, float* dst, GpuStream stream) {
+  if (n <= 0) return kGpuInvalidValue;
+  add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, dst);
+  return launch_status();
+}
+
+GpuError silu_mul(const float* a, const float* b, int64_t n, float* dst, GpuStream stream) {
+  if (n <= 0) return kGpuInvalidValue;
+  silu_mul_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, dst);
+  return launch_status();
+}
+
+GpuError relu2_mul(const float* a, const float* b, int64_t n, float* dst, GpuStream stream) {
+  if (n <= 0) return kGpuInvalidValue;
+  relu2_mul_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, dst);
+  return launch_status();
+}
+
+GpuError scale_by(float* x, const float* scale, int64_t n, GpuStream stream) {
+  if (n <= 0) return kGpuInvalidValue;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, scale, n);
+  return launch_status();
+}
+
+GpuError rope(float* x, const float* cos_sin, int64_t n_tokens, int32_t n_head, int32_t head_dim, int32_t n_rot,
+              bool neox, GpuStream stream) {
+  if (n_tokens <= 0 || n_head <= 0 || n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim) return kGpuInvalidValue;
+  rope_kernel<<<blocks_for(n_tokens * n_head * (n_rot / 2)), kThreads, 0, stream>>>(
+      x, reinterpret_cast<const float2*>(cos_sin), n_tokens, n_head, head_dim, n_rot, neox);
+  return launch_status();
+}
+
+GpuError store_kv_f16(const float* k, const float* v, int64_t n_tokens, int64_t n_embd_kv, const KvRows& rows,
+                      uint16_t* k_cache, uint16_t* v_cache, GpuStream stream) {
+  if (n_tokens <= 0 || n_embd_kv <= 0 || rows.pos == nullptr) return kGpuInvalidValue;
+  store_kv_kernel<<<blocks_for(n_tokens * n_embd_kv), kThreads, 0, stream>>>(
+      k, v, n_tokens, n_embd_kv, rows, reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache));
+  return launch_status();
+}
+
+GpuError embed_rows(const FloatWeightView& w, const int32_t* tokens, int64_t n_tokens, float* dst, GpuStream stream) {
+  if (n_tokens <= 0 || w.n_cols <= 0 || (w.format == FloatFormat::kQ8_0 && w.n_cols % 32 != 0)) return kGpuInvalidValue;
+  embed_kernel<<<blocks_for(n_tokens * w.n_cols), kThreads, 0, stream>>>(w, tokens, n_tokens, dst);
+  return launch_status();
+}
+
+GpuError argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int32_t* out, GpuStream stream) {
+  if (n_rows <= 0 || n_rows > 0x7fffffff || n_cols <= 0 || n_cols > 0x7fffffff) return kGpuInvalidValue;
+  argmax_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, n_cols, out);
+  return launch_status();
+}
+
+}  // namespace bitnet::cuda

@@ -1,0 +1,49 @@
+// What every .cu file of the backend shares: the runtime header of the compiler at hand (CUDA's
+// nvcc or HIP's hipcc read the same sources), warp reductions and the launch error check.
+// Warps are 32 lanes: AMD's wave64 runs a block of (32, n) threads as wavefronts holding two
+// such "warps", and every shuffle passes width 32, so the reductions stay inside them.
+#pragma once
+
+#if defined(__HIPCC__)
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+#else
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#endif
+
+#include <cstdint>
+
+#include "backends/cuda/gpu_runtime.h"
+#include "backends/cuda/w2a8_math.h"  // kWarp, BITNET_HD
+
+namespace bitnet::cuda {
+
+template <class T>
+__device__ __forceinline__ T shfl_xor(T v, int offset) {
+#if defined(__HIPCC__)
+  return __shfl_xor(v, offset, 32);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, offset, 32);
+#endif
+}
+
+// Sum over the 32 lanes with the butterfly offsets 16, 8, 4, 2, 1; every lane gets the sum
+// (float: lane l adds v[l ^ off] to v[l], the order w2a8_row_twin reproduces).
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int off = 16; off >= 1; off >>= 1) v += shfl_xor(v, off);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off >= 1; off >>= 1) v = fmaxf(v, shfl_xor(v, off));
+  return v;
+}
+
+// The error of the launch just made (configuration errors; faults surface at the next sync).
+inline GpuError launch_status() { return gpuGetLastError(); }
+
+}  // namespace bitnet::cuda

@@ -1,0 +1,112 @@
+// Float-weight GEMV (the F16/F32/BF16/Q8_0 heads and any float linear): one warp per row, each
+// lane 8 columns per step (one 16-byte load of F16/BF16 codes, two of F32, 8 bytes of Q8_0
+// quants), float accumulation, up to kTokens tokens per weight read. The tied F16 head of
+// 2B-4T is 657 MB per token: this kernel bounds decode speed as much as the ternary GEMV.
+#include "backends/cuda/gpu_common.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace bitnet::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 4;
+constexpr int kStep = 8;  // columns per lane per step
+
+template <FloatFormat F>
+__device__ __forceinline__ void load8(const FloatWeightView& w, int64_t r, int64_t k, float out[kStep]) {
+  const int64_t i = r * w.n_cols + k;
+  if constexpr (F == FloatFormat::kF32) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(w.data) + i);
+    const float4 a = __ldg(p), b = __ldg(p + 1);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  } else if constexpr (F == FloatFormat::kF16) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const __half*>(w.data) + i));
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      __half2 h;
+      memcpy(&h, &u[j], 4);
+      const float2 f = __half22float2(h);
+      out[2 * j] = f.x;
+      out[2 * j + 1] = f.y;
+    }
+  } else if constexpr (F == FloatFormat::kBF16) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w.data) + i));
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      out[2 * j] = __uint_as_float(u[j] << 16);
+      out[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+    }
+  } else {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(static_cast<const int8_t*>(w.data) + i));
+    const float d = __ldg(w.q8_d + r * (w.n_cols / 32) + k / 32);
+    const uint32_t u[2] = {v.x, v.y};
+#pragma unroll
+    for (int j = 0; j < kStep; ++j) out[j] = static_cast<float>(static_cast<int8_t>(u[j / 4] >> (8 * (j % 4)))) * d;
+  }
+}
+
+template <FloatFormat F, int kTokens>
+__global__ void __launch_bounds__(kWarp* kRowsPerBlock)
+    matmul_float_kernel(FloatWeightView w, const float* __restrict__ x, int64_t n_tokens, float* __restrict__ y) {
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+  if (r >= w.n_rows) return;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
+  const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
+  float acc[kTokens];
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
+  for (int64_t k = static_cast<int64_t>(lane) * kStep; k < w.n_cols; k += kWarp * kStep) {
+    float wv[kStep];
+    load8<F>(w, r, k, wv);
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      if (t >= nt) continue;
+      const float4* xp = reinterpret_cast<const float4*>(x + (t0 + t) * w.n_cols + k);
+      const float4 a = __ldg(xp), b = __ldg(xp + 1);
+      acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
+                wv[7] * b.w;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    if (t >= nt) continue;
+    const float s = warp_sum(acc[t]);
+    if (lane == 0) y[(t0 + t) * w.n_rows + r] = s;
+  }
+}
+
+template <FloatFormat F, int kTokens>
+GpuError launch(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
+  const dim3 block(kWarp, kRowsPerBlock);
+  const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
+                  static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
+  matmul_float_kernel<F, kTokens><<<grid, block, 0, stream>>>(w, x, n_tokens, y);
+  return launch_status();
+}
+
+template <FloatFormat F>
+GpuError dispatch_tokens(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
+  return n_tokens == 1 ? launch<F, 1>(w, x, n_tokens, y, stream) : launch<F, 4>(w, x, n_tokens, y, stream);
+}
+
+}  // namespace
+
+GpuError matmul_float(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
+  if (n_tokens <= 0 || (n_tokens + 3) / 4 > 65535 || w.n_rows <= 0 || w.n_cols <= 0 || w.n_cols % kStep != 0 ||
+      (w.format == FloatFormat::kQ8_0 && (w.n_cols % 32 != 0 || w.q8_d == nullptr)) ||
+      (w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock > 0x7fffffff) {
+    return kGpuInvalidValue;
+  }
+  switch (w.format) {
+    case FloatFormat::kF32: return dispatch_tokens<FloatFormat::kF32>(w, x, n_tokens, y, stream);
+    case FloatFormat::kF16: return dispatch_tokens<FloatFormat::kF16>(w, x, n_tokens, y, stream);
+    case FloatFormat::kBF16: return dispatch_tokens<FloatFormat::kBF16>(w, x, n_tokens, y, stream);
+    case FloatFormat::kQ8_0: return dispatch_tokens<FloatFormat::kQ8_0>(w, x, n_tokens, y, stream);
+  }
+  return kGpuInvalidValue;
+}
+
+}  // namespace bitnet::cuda

@@ -1,0 +1,101 @@
+// The W2A8 GEMM for prefill and batches on int8 tensor cores (sm_80+): mma.m16n8k32 s8 x s8
+// -> s32, the ternary codes unpacked from W2C on the fly into the A fragments (four columns of
+// a row are one shift-and-mask of a word: mma_math.h), the int8 activations loaded straight
+// into B fragments. Each warp computes 16 weight rows x kTokenTiles * 8 tokens; the int32 sums
+// of a scale block get the epilogue `(dot - act_sum) / s * scale` added to a float in block
+// order, as the CPU does (w2a8_mma_twin: bit-identical to matmul_ternary). No shared-memory
+// staging yet: the 4 lanes of a group read the same words (L1 broadcasts them); a tiled
+// version with cp.async double buffering is the next step once it can be measured.
+#include "backends/cuda/gpu_common.cuh"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/mma_math.h"
+
+namespace bitnet::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kTokenTiles = 4;  // 8-token tiles per warp
+
+__device__ __forceinline__ void mma_s8(int32_t c[4], const int32_t a[4], const int32_t b[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();  // the launcher refuses devices below sm_80
+#endif
+}
+
+__global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
+    w2a8_mma_kernel(const uint32_t* __restrict__ words, const float* __restrict__ scales, int64_t n_rows, int64_t n_cols,
+                    int64_t scale_block, const int8_t* __restrict__ q, const float* __restrict__ act_scale,
+                    const int32_t* __restrict__ chunk_sum, int64_t n_tokens, float* __restrict__ y) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * 16;
+  if (row0 >= n_rows) return;  // the whole warp
+  const int64_t tok_base = static_cast<int64_t>(blockIdx.y) * kTokenTiles * 8;
+  const int64_t n_words = n_cols / kWordCols, n_blocks = n_cols / scale_block, n_chunks = n_cols / kChunkCols;
+
+  float acc[kTokenTiles][4];
+#pragma unroll
+  for (int j = 0; j < kTokenTiles; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    int32_t c[kTokenTiles][4];
+#pragma unroll
+    for (int j = 0; j < kTokenTiles; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[j][i] = 0;
+    }
+    for (int64_t k = b * scale_block; k < (b + 1) * scale_block; k += 32) {
+      int32_t fa[4];
+      mma_load_a(words, n_words, n_rows, row0, k, lane, fa);
+#pragma unroll
+      for (int j = 0; j < kTokenTiles; ++j) {
+        int32_t fb[2];
+        mma_load_b(q, n_cols, n_tokens, tok_base + 8 * j, k, lane, fb);
+        mma_s8(c[j], fa, fb);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kTokenTiles; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t r = row0 + mma_c_row(lane, i), t = tok_base + 8 * j + mma_c_col(lane, i);
+        if (r >= n_rows || t >= n_tokens) continue;
+        const int32_t sum = act_sum_range(chunk_sum + t * n_chunks, b * scale_block, (b + 1) * scale_block);
+        acc[j][i] += w2a8_epilogue(c[j][i], sum, act_scale[t], scales[r * n_blocks + b]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kTokenTiles; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = row0 + mma_c_row(lane, i), t = tok_base + 8 * j + mma_c_col(lane, i);
+      if (r < n_rows && t < n_tokens) y[t * n_rows + r] = acc[j][i];
+    }
+  }
+}
+
+}  // namespace
+
+GpuError w2a8_gemm_mma(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y, int cc_major, GpuStream stream) {
+  const int64_t tokens_per_block = kTokenTiles * 8, rows_per_block = kWarpsPerBlock * 16;
+  if (cc_major < 8 || n_tokens <= 0 || w.n_rows <= 0 || w.n_cols % 32 != 0 || !w2a8_scale_block_ok(w.n_cols, w.scale_block) ||
+      w.scale_block % 32 != 0 || (n_tokens + tokens_per_block - 1) / tokens_per_block > 65535 ||
+      (w.n_rows + rows_per_block - 1) / rows_per_block > 0x7fffffff) {
+    return kGpuInvalidValue;
+  }
+  const dim3 grid(static_cast<unsigned>((w.n_rows + rows_per_block - 1) / rows_per_block),
+                  static_cast<unsigned>((n_tokens + tokens_per_block - 1) / tokens_per_block));
+  w2a8_mma_kernel<<<grid, kWarp * kWarpsPerBlock, 0, stream>>>(w.words, w.scales, w.n_rows, w.n_cols, w.scale_block,
+                                                                x.q, x.scale, x.chunk_sum, n_tokens, y);
+  return launch_status();
+}
+
+}  // namespace bitnet::cuda
