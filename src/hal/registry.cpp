@@ -38,6 +38,9 @@ BackendProbe probe_cpu(const std::string& requested_isa) {
   const long page_size = ::sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page_size > 0) d.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
   d.features = f.names();
+  // The kernel set that will run multiplies int8 by dot-product instructions: vpdpbusd
+  // (AVX-512 VNNI, AVX-VNNI) or sdot/smmla (NEON dotprod, i8mm).
+  for (const char* set : {"avx512vnni", "avxvnni", "neon-dotprod", "neon-i8mm"}) d.int8_dot = d.int8_dot || *isa == set;
   return {"cpu", true, true, "", {d}};
 }
 

@@ -127,6 +127,12 @@ TEST(Registry, TheCpuIdNamesTheKernelSetAndAnUnknownSetIsAClearError) {
   ASSERT_EQ(probes.front().backend, "cpu");
   ASSERT_EQ(probes.front().devices.size(), 1u);
   EXPECT_EQ(probes.front().devices[0].id, "cpu-scalar");
+  EXPECT_FALSE(probes.front().devices[0].int8_dot);  // the scalar set multiplies in plain C++
+  // The best set this CPU has: int8 dot products exactly when it runs vpdpbusd or sdot/smmla.
+  const DeviceInfo best = probe_backends({{}, ""}).front().devices.at(0);
+  const bool dot_set = best.id == "cpu-avx512vnni" || best.id == "cpu-avxvnni" || best.id == "cpu-neon-dotprod" ||
+                       best.id == "cpu-neon-i8mm";
+  EXPECT_EQ(best.int8_dot, dot_set) << best.id;
 
   const auto bogus = probe_backends({{}, "avx9"});
   EXPECT_FALSE(bogus.front().available);
