@@ -191,6 +191,10 @@ struct W2A8 {
 // threads decode is bound by memory bandwidth, not by them (docs/performance.md). The
 // activations are first put in T5 order (T5Act), so each position reads 64 consecutive bytes.
 
+// 3P - Q = 256 dot per lane, in wrapping int32: P may wrap on long rows, 3P - Q does not
+// (t5_fits).
+inline __m512i t5_dot256(__m512i p, __m512i q) { return _mm512_sub_epi32(_mm512_add_epi32(p, _mm512_add_epi32(p, p)), q); }
+
 // P and Q of the 4 rows of a row group.
 struct T5Acc {
   __m512i p[kT5Rows];
@@ -198,9 +202,7 @@ struct T5Acc {
   void clear() {
     for (int r = 0; r < kT5Rows; ++r) p[r] = q[r] = _mm512_setzero_si512();
   }
-  // 3P - Q = 256 dot per lane, in wrapping int32: P may wrap on long rows, 3P - Q does not
-  // (t5_fits).
-  __m512i d(int r) const { return _mm512_sub_epi32(_mm512_add_epi32(p[r], _mm512_add_epi32(p[r], p[r])), q[r]); }
+  __m512i d(int r) const { return t5_dot256(p[r], q[r]); }
   // The 4 rows' dots, summed over all lanes.
   __m128i dots() const {
     __m256i s[kT5Rows];
@@ -256,11 +258,10 @@ T5Act& t5_act(const CpuWeight& w, const Q8Rows& x, int64_t t) {
   return a;
 }
 
-// Decode: the 4 rows of row group rg against one token (its activations `act`). kBlocked: a
-// scale per 256 columns, the float update per block in block order (a chunk's blocks 0-3 from
-// the quarters of positions 0-3, then block 4 from position 4); else one scale per row.
-template <bool kBlocked>
-__m128 t5_row_group(const CpuWeight& w, const Q8Rows& x, const T5Act& act, int64_t rg) {
+// Decode with a scale per 256 columns: the 4 rows of row group rg against one token (its
+// activations `act`), the float update per block in block order (a chunk's blocks 0-3 from the
+// quarters of positions 0-3, then block 4 from position 4). One scale per row: t5_gemv_rows.
+__m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5Act& act, int64_t rg) {
   const int64_t n_vec = t5_vectors(w.n_cols);
   const int64_t n_chunks = w.n_cols / kT5ChunkCols;
   const int64_t n_blocks = w.n_cols / w.ternary.scale_block;
@@ -270,14 +271,13 @@ __m128 t5_row_group(const CpuWeight& w, const Q8Rows& x, const T5Act& act, int64
   __m128 acc = _mm_setzero_ps();
   // One block's update, from the 4 rows' dots.
   const auto update = [&](__m128i dot, int64_t b) {
-    const int32_t act_sum = kBlocked ? act.block_sum[static_cast<size_t>(b)] : x.block_sum(0, 0, w.n_cols / kGroupCols);
+    const int32_t act_sum = act.block_sum[static_cast<size_t>(b)];
     const __m128 d = _mm_cvtepi32_ps(_mm_sub_epi32(dot, _mm_set1_epi32(act_sum)));
     acc = _mm_add_ps(acc, _mm_mul_ps(_mm_div_ps(d, s), _mm_loadu_ps(scales + b * kT5Rows)));
   };
   T5Acc cur, fifth;
   cur.clear();
   fifth.clear();
-  T5Acc& last = kBlocked ? fifth : cur;
   const __m512i quarter_of_lane = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
   const __m512 s16 = _mm512_set1_ps(x.scale[0]);
   for (int64_t k = 0; k < n_chunks; ++k) {
@@ -287,22 +287,20 @@ __m128 t5_row_group(const CpuWeight& w, const Q8Rows& x, const T5Act& act, int64
       for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
       const int8_t* a = act.q.data() + kT5ChunkCols * k + 320 * v;
       for (int i = 0; i < 4; ++i) t5_position(m, a + 64 * i, cur);
-      t5_position(m, a + 256, last);
+      t5_position(m, a + 256, fifth);
     }
-    if constexpr (kBlocked) {
-      // Blocks 5k .. 5k+3 in the 16 lanes at once, then added to acc one after the other.
-      const __m512i sums = _mm512_permutexvar_epi32(
-          quarter_of_lane, _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(act.block_sum.data() + 5 * k))));
-      const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(cur.quarter_dots(), sums));
-      const __m512 u = _mm512_mul_ps(_mm512_div_ps(d, s16), _mm512_loadu_ps(scales + 5 * k * kT5Rows));
-      acc = _mm_add_ps(acc, _mm512_castps512_ps128(u));
-      acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 1));
-      acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 2));
-      acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 3));
-      update(fifth.dots(), 5 * k + 4);
-      cur.clear();
-      fifth.clear();
-    }
+    // Blocks 5k .. 5k+3 in the 16 lanes at once, then added to acc one after the other.
+    const __m512i sums = _mm512_permutexvar_epi32(
+        quarter_of_lane, _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(act.block_sum.data() + 5 * k))));
+    const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(cur.quarter_dots(), sums));
+    const __m512 u = _mm512_mul_ps(_mm512_div_ps(d, s16), _mm512_loadu_ps(scales + 5 * k * kT5Rows));
+    acc = _mm_add_ps(acc, _mm512_castps512_ps128(u));
+    acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 1));
+    acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 2));
+    acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 3));
+    update(fifth.dots(), 5 * k + 4);
+    cur.clear();
+    fifth.clear();
   }
   for (int64_t u = 4 * n_chunks; u < n_vec; ++u) {  // the tail: vectors of 4 (or 2) positions
     const uint8_t* c = codes + u * kT5Rows * kT5VectorBytes;
@@ -311,12 +309,9 @@ __m128 t5_row_group(const CpuWeight& w, const Q8Rows& x, const T5Act& act, int64
     const int64_t col0 = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks);
     const int64_t n_pos = min64(4, (w.n_cols - col0) / 64);
     for (int64_t i = 0; i < n_pos; ++i) t5_position(m, act.q.data() + col0 + 64 * i, cur);
-    if constexpr (kBlocked) {
-      update(cur.dots(), col0 / 256);
-      cur.clear();
-    }
+    update(cur.dots(), col0 / 256);
+    cur.clear();
   }
-  if constexpr (!kBlocked) update(cur.dots(), 0);
   return acc;
 }
 
@@ -378,11 +373,10 @@ void t5_row_group_dots(const CpuWeight& w, const T5Act& act, int64_t rg, __m512i
     const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
     for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) position(m0, m1, m2, m3, a + col0 + 64 * i);
   }
-  // 3P - Q per row, as T5Acc::d.
-  d[0] = _mm512_sub_epi32(_mm512_add_epi32(p0, _mm512_add_epi32(p0, p0)), q0);
-  d[1] = _mm512_sub_epi32(_mm512_add_epi32(p1, _mm512_add_epi32(p1, p1)), q1);
-  d[2] = _mm512_sub_epi32(_mm512_add_epi32(p2, _mm512_add_epi32(p2, p2)), q2);
-  d[3] = _mm512_sub_epi32(_mm512_add_epi32(p3, _mm512_add_epi32(p3, p3)), q3);
+  d[0] = t5_dot256(p0, q0);
+  d[1] = t5_dot256(p1, q1);
+  d[2] = t5_dot256(p2, q2);
+  d[3] = t5_dot256(p3, q3);
 }
 
 // Decode with one scale per row, rows [r0, r1): 4 row groups' dots at a time are reduced
@@ -411,12 +405,11 @@ void t5_gemv_rows(const CpuWeight& w, const Q8Rows& x, const T5Act& act, float* 
   }
 }
 
-template <bool kBlocked>
-void t5_gemv(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+void t5_gemv_blocked(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   const T5Act& act = t5_act(w, x, 0);
   for (int64_t rg = r0 / kT5Rows; rg * kT5Rows < r1; ++rg) {
     alignas(16) float out[kT5Rows];
-    _mm_store_ps(out, t5_row_group<kBlocked>(w, x, act, rg));
+    _mm_store_ps(out, t5_row_group_blocked(w, x, act, rg));
     for (int64_t r = max64(r0, rg * kT5Rows); r < min64(r1, (rg + 1) * kT5Rows); ++r) y[r] = out[r % kT5Rows];
   }
 }
@@ -695,7 +688,7 @@ void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, i
     return native ? t5_gemm_rows(w, x, y, r0, r1) : t5_gemm(w, x, y, r0, r1);
   }
   if (w.ternary.scale_block == w.n_cols) return t5_gemv_rows(w, x, t5_act(w, x, 0), y, r0, r1);
-  t5_gemv<true>(w, x, y, r0, r1);
+  t5_gemv_blocked(w, x, y, r0, r1);
 }
 
 }  // namespace bitnet::cpu::avx512vnni
