@@ -5,30 +5,11 @@
 #include <bit>
 #include <cstdint>
 
+#include "core/fp16_bits.h"
+
 namespace bitnet {
 
-inline float fp16_to_fp32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);          // inf / nan
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);  // normal: rebias 15 -> 127
-  } else if (mant == 0) {
-    bits = sign;                                        // zero
-  } else {
-    // Subnormal half: normalise into a float.
-    uint32_t e = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    bits = sign | (e << 23) | ((mant & 0x3ffu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
+inline float fp16_to_fp32(uint16_t h) { return std::bit_cast<float>(fp16_to_fp32_bits(h)); }
 
 inline uint16_t fp32_to_fp16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/fp16_bits.h"
+
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define BITNET_HD __host__ __device__ inline
 #else
@@ -66,26 +68,9 @@ BITNET_HD uint32_t tq1_0_code(const uint8_t* block, int j) {
   return (m * 3u) >> 8;
 }
 
-// IEEE half -> float, bit-exact with core/fp16.h (the TQ blocks' d).
+// IEEE half -> float through core/fp16_bits.h, as core/fp16.h converts (the TQ blocks' d).
 BITNET_HD float half_bits_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    uint32_t e = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    bits = sign | (e << 23) | ((mant & 0x3ffu) << 13);
-  }
+  const uint32_t bits = fp16_to_fp32_bits(h);
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return __uint_as_float(bits);
 #else
