@@ -109,12 +109,12 @@ __m128 row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, in
 }
 
 // Prefill: tokens t0 .. t0+T-1 against the 4 rows of row group rg, writing the rows of
-// [r0, r1). Lanes of the float accumulators as reduce_tile's out; the update per block is the
+// [r0, r1) of y, whose tokens are ldy floats apart. Lanes of the float accumulators as reduce_tile's out; the update per block is the
 // scalar twin's, lane by lane. t0 is a multiple of kTileTokens, so the 8 padded scales and
 // group sums at t0 exist (kTokenPad); lanes of tokens >= T hold 0 and are not written.
 template <int T>
 void gemm_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t rg,
-                    float* y, int64_t r0, int64_t r1) {
+                    float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const int8_t* q = x.q + t0 * w.n_cols;
   const uint8_t* codes = w.ternary.packed.data() + rg * sh.n_groups * kRows * kGroupBytes;
   const float* scales = w.ternary.scales.data() + rg * sh.n_blocks * kRows;
@@ -160,8 +160,16 @@ void gemm_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x,
   _mm512_store_ps(out[0], acc[0]);
   _mm512_store_ps(out[1], acc[1]);
   for (int64_t r = std::max(r0, rg * kRows); r < std::min(r1, (rg + 1) * kRows); ++r) {
-    for (int t = 0; t < T; ++t) y[(t0 + t) * w.n_rows + r] = out[t / 4][r % kRows * 4 + t % 4];
+    for (int t = 0; t < T; ++t) y[(t0 + t) * ldy + r] = out[t / 4][r % kRows * 4 + t % 4];
   }
+}
+
+// Rows [ra, rb) of y (tokens ldy floats apart) against tokens t0 .. t0+T-1, a row group at a
+// time; a cache block cuts a row group only at its first or last row.
+template <int T>
+void gemm_rows(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
+               float* y, int64_t ldy) {
+  for (int64_t rg = ra / kRows; rg * kRows < rb; ++rg) gemm_row_group<T>(w, sh, x, t0, rg, y, ldy, ra, rb);
 }
 
 // The kernel as the shared drivers call it (kernels_ternary_driver.h).
@@ -174,11 +182,10 @@ struct W2A8 {
                         float* out) {
     _mm_store_ps(out, avx512vnni::row_group(w, sh, x, t, rg));
   }
-  // Rows [ra, rb) a row group at a time; a block cuts a row group only at r0 or r1.
   template <int T>
   static void tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
                    float* y) {
-    for (int64_t rg = ra / kRows; rg * kRows < rb; ++rg) gemm_row_group<T>(w, sh, x, t0, rg, y, ra, rb);
+    gemm_rows<T>(w, sh, x, t0, ra, rb, y, w.n_rows);
   }
 };
 
@@ -494,12 +501,11 @@ void t5_to_2bit(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch& s) {
 // codes, vector after vector) holds T5-order columns 64k .. 64k+63, so 2-bit group g is positions
 // 2g and 2g+1, P and P' (codes c): byte j = P[j] << 6 | P[32+j] << 4 | P'[j] << 2 | P'[32+j].
 // Straight from the states in registers: no row of codes in memory, as t5_to_2bit needs for
-// column order.
+// column order. The codes come as 64c (t5_codes64: bits 7-6, off the compare pipes), so
+// X = 64P | 64P' >> 4 holds P[j] << 6 | P'[j] << 2 in its low half and the same of P[32+j],
+// P'[32+j] in its high half, and byte j = X[j] | X[32+j] >> 2. The 16-bit shifts carry
+// nothing into the next byte: each byte's low bits are 0 where they would cross.
 void t5_to_2bit_t5order(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch& s) {
-  // Byte j of a position's 64 codes P: P[j] << 2 | P[32+j].
-  const auto halves = [](__m512i p) {
-    return _mm256_or_si256(_mm256_slli_epi16(_mm512_castsi512_si256(p), 2), _mm512_extracti64x4_epi64(p, 1));
-  };
   const int64_t n_vec = t5_vectors(w.n_cols);
   const int64_t n_full = 4 * (w.n_cols / kT5ChunkCols);
   const int64_t n_groups = w.n_cols / kGroupCols;
@@ -507,21 +513,21 @@ void t5_to_2bit_t5order(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch
     const uint8_t* codes = w.ternary.packed.data() + (rg0 + g) * n_vec * kT5Rows * kT5VectorBytes;
     for (int r = 0; r < kT5Rows; ++r) {
       uint8_t* dst = s.w.ternary.packed.data() + s.w.ternary.group_offset(g * kT5Rows + r, 0, n_groups);
-      __m512i first = _mm512_setzero_si512();  // codes of the group's first position
+      __m512i first = _mm512_setzero_si512();  // 64 x the codes of the group's first position
       bool have_first = false;
       for (int64_t u = 0; u < n_vec; ++u) {
         __m512i m = _mm512_load_si512(codes + (u * kT5Rows + r) * kT5VectorBytes);
         const int64_t n_pos = u < n_full ? 5 : min64(4, (w.n_cols - kT5ChunkCols * (n_full / 4) - 256 * (u - n_full)) / 64);
         for (int64_t i = 0; i < n_pos; ++i) {
-          const __m512i c = t5_codes(m);
+          const __m512i c = t5_codes64(m);
           m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
           if (!have_first) {
             first = c;
             have_first = true;
             continue;
           }
-          // Bytes below 16: the 16-bit shifts carry nothing into the next byte.
-          const __m256i b = _mm256_or_si256(_mm256_slli_epi16(halves(first), 4), halves(c));
+          const __m512i x = _mm512_or_si512(first, _mm512_srli_epi16(c, 4));
+          const __m256i b = _mm256_or_si256(_mm512_castsi512_si256(x), _mm256_srli_epi16(_mm512_extracti64x4_epi64(x, 1), 2));
           _mm256_store_si256(reinterpret_cast<__m256i*>(dst), b);
           dst += kT5Rows * kGroupBytes;  // the row's next group
           have_first = false;
@@ -649,6 +655,9 @@ void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int
 // read the activations in T5 order too (t5_to_2bit_t5order): half the rewrite's work. The
 // activation sums of the tiles' one block are the whole row's, the same in any order.
 void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
+  using Tile = void (*)(const CpuWeight&, const TernaryShape&, const Q8Rows&, int64_t, int64_t, int64_t, float*, int64_t);
+  static constexpr Tile kTiles[kTileTokens + 1] = {nullptr,     gemm_rows<1>, gemm_rows<2>, gemm_rows<3>, gemm_rows<4>,
+                                                   gemm_rows<5>, gemm_rows<6>, gemm_rows<7>, gemm_rows<8>};
   const int64_t rg_bytes = w.n_cols / kGroupCols * kT5Rows * kGroupBytes;  // 2-bit codes of a row group
   const int64_t block_rg = max64(1, W2A8::kBlockCodeBytes / rg_bytes);
   const bool t5_order_cols = w.ternary.scale_block == w.n_cols;
@@ -660,18 +669,19 @@ void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t 
   }
   for (int64_t rg0 = r0 / kT5Rows; rg0 * kT5Rows < r1; rg0 += block_rg) {
     const int64_t n_rg = min64(block_rg, (r1 + kT5Rows - 1) / kT5Rows - rg0);
-    T5Scratch& scratch = t5_prefill_scratch(w, n_rg, x.n_tokens);
+    T5Scratch& scratch = t5_prefill_scratch(w, n_rg);
     if (t5_order_cols) {
       t5_to_2bit_t5order(w, rg0, n_rg, scratch);
     } else {
       t5_to_2bit(w, rg0, n_rg, scratch);
     }
+    // The block's rows a .. b-1 are rows base + a .. of y: the tiles write there directly.
     const int64_t base = rg0 * kT5Rows;
     const int64_t a = max64(r0, base) - base;
     const int64_t b = min64(r1, base + n_rg * kT5Rows) - base;
-    ternary_gemm<W2A8>(scratch.w, xt, scratch.y.data(), a, b);
-    for (int64_t t = 0; t < x.n_tokens; ++t) {
-      for (int64_t r = a; r < b; ++r) y[t * w.n_rows + base + r] = scratch.y[static_cast<size_t>(t * scratch.w.n_rows + r)];
+    const TernaryShape sh(scratch.w);
+    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
+      kTiles[min64(kTileTokens, x.n_tokens - t0)](scratch.w, sh, xt, t0, a, b, y + base, w.n_rows);
     }
   }
 }

@@ -300,7 +300,7 @@ uint8_t t5_byte(const uint8_t c[5]) {
   return t5_byte_of(v);
 }
 
-T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t n_tokens) {
+T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups) {
   thread_local T5Scratch s;
   s.w.type = w.type;
   s.w.n_cols = w.n_cols;
@@ -311,7 +311,6 @@ T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t 
   t.scale_block = w.ternary.scale_block;
   t.packed.resize(static_cast<size_t>(n_row_groups * kT5Rows * w.n_cols / 4));
   t.scales.resize(static_cast<size_t>(n_row_groups * kT5Rows * (w.n_cols / t.scale_block)));
-  s.y.resize(static_cast<size_t>(n_tokens * n_row_groups * kT5Rows));
   s.codes.resize(static_cast<size_t>(w.n_cols));
   return s;
 }

@@ -114,15 +114,13 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& desc, int32_t rows_per_g
                                  ThreadPool* pool = nullptr, TernaryLayout layout = TernaryLayout::k2Bit);
 
 // Per-thread scratch of the T5 prefill: a 2-bit copy (rows_per_group 4) of n_row_groups row
-// groups of `w` (its packed and scales sized, contents left to the caller) and y for
-// n_tokens x n_row_groups * 4 outputs. Grown once per thread; nothing is allocated per call
-// after that.
+// groups of `w` (its packed and scales sized, contents left to the caller). Grown once per
+// thread; nothing is allocated per call after that.
 struct T5Scratch {
   CpuWeight w;
-  std::vector<float> y;
   std::vector<uint8_t> codes;  // n_cols: one row's codes in column order
 };
-T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups, int64_t n_tokens);
+T5Scratch& t5_prefill_scratch(const CpuWeight& w, int64_t n_row_groups);
 
 // Per-thread scratch of the T5 kernels: n_tokens tokens' activations in T5 order (vector by
 // vector, position by position: q[t * n_cols + 1280k + 320v + 64i + j] =
