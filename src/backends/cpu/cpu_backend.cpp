@@ -14,6 +14,7 @@
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/weights.h"
+#include "core/aligned_vector.h"
 #include "core/check.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
@@ -204,6 +205,7 @@ class CpuBackend final : public hal::Backend {
   // Matmuls reading one input (Q/K/V, gate/up) as one parallel loop over all their rows: one
   // barrier instead of one per matmul, and the input read once per chunk of rows.
   void matmul(const hal::Graph& graph, std::span<const hal::Op> ops);
+  const int8_t* order_ternary_act(const Q8Rows& x);
   const uint8_t* quantize_for_dot(ActBuffer& x, const QuantActFormat& f, int64_t n_tokens, int64_t n_cols,
                                   const uint8_t* prev_act);
   void attention(const hal::Graph& graph, const hal::Op& op);
@@ -223,6 +225,7 @@ class CpuBackend final : public hal::Backend {
   ZeroedBytes v_cache_;
   ZeroedBytes scores_;   // [n_threads][n_ctx] floats
   std::vector<ActBuffer> acts_;
+  AlignedVector<int8_t> ordered_act_;  // a matmul's Q8 input in its kernels' column order
   KernelsUsed kernels_used_;
 };
 
@@ -408,6 +411,17 @@ const uint8_t* CpuBackend::quantize_for_dot(ActBuffer& x, const QuantActFormat& 
   return buf.data();
 }
 
+// x's rows in the column order of the kernel set's ternary layout, once for all the threads
+// and row chunks of a matmul.
+const int8_t* CpuBackend::order_ternary_act(const Q8Rows& x) {
+  ordered_act_.resize(static_cast<size_t>(x.n_tokens * x.n_cols));
+  int8_t* out = ordered_act_.data();
+  pool_.parallel_for(x.n_tokens, min_chunk(x.n_cols), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) kernels_->order_ternary_act(x.q + t * x.n_cols, x.n_cols, out + t * x.n_cols);
+  });
+  return out;
+}
+
 void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
   const hal::ActDesc& src = graph.acts[static_cast<size_t>(ops[0].a)];
   ActBuffer& x = acts_[static_cast<size_t>(ops[0].a)];
@@ -447,7 +461,11 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
   }
   const CpuWeight& w0 = *parts[0].w;
   const int64_t chunk = q8 ? min_chunk(parts[0].rows_per_item * w0.n_cols * n_tokens, 4) : min_chunk(w0.n_cols * n_tokens, 16);
-  const Q8Rows q = q8 ? x.q8.rows() : Q8Rows{};
+  Q8Rows q = q8 ? x.q8.rows() : Q8Rows{};
+  if (q8 && kernels_->order_ternary_act != nullptr &&
+      std::any_of(parts.begin(), parts.end(), [](const Part& p) { return p.w->ternary.layout == TernaryLayout::k5Trit; })) {
+    q.q_ordered = order_ternary_act(q);
+  }
   pool_.parallel_for(n_items, chunk, [&](int64_t i0, int64_t i1) {
     for (const Part& p : parts) {
       const int64_t p_items = (p.w->n_rows + p.rows_per_item - 1) / p.rows_per_item;

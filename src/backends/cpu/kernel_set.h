@@ -35,6 +35,9 @@ struct Q8Rows {
   int64_t n_tokens = 0;
   int64_t n_cols = 0;
   int64_t token_stride = 0;            // n_tokens rounded up to kTokenPad
+  // The same rows in the column order of the set's ternary layout (KernelSet::order_ternary_act),
+  // made once per matmul by the caller; null: a kernel that wants them orders its own copy.
+  const int8_t* q_ordered = nullptr;
 
   // The activation sum over whole groups [g0, g1) of token t: the "- act_sum" term of a
   // scale block, exact in int32.
@@ -97,6 +100,11 @@ struct KernelSet {
   // update `acc += float(dot - act_sum) / s * scale` runs block after block from acc = 0.
   // y: [x.n_tokens][w.n_rows]; w repacked with ternary_rows_per_group.
   void (*matmul_ternary)(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1);
+  // One token's activations q[n_cols] in the column order the set's ternary kernels read
+  // (T5 order, weights.h), into out[n_cols]; null: the sets that read columns in order. The
+  // backend orders each matmul's input once (Q8Rows::q_ordered) instead of every thread's
+  // every chunk of rows doing it.
+  void (*order_ternary_act)(const int8_t* q, int64_t n_cols, int8_t* out) = nullptr;
   // y[t][r] = sum_k w[r][k] * x[t][k] for r in [r0, r1); x: [n_tokens][w.n_cols] floats;
   // y: [n_tokens][w.n_rows]. Any dequantizable type; F32/F16/BF16/Q8_0 read in place.
   void (*matmul_float)(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0,

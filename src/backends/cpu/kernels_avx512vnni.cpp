@@ -257,18 +257,35 @@ void t5_order(const int8_t* q, int64_t n_cols, int8_t* out) {
   for (int64_t c = kT5ChunkCols * n_chunks; c < n_cols; c += 64) _mm512_storeu_si512(out + c, _mm512_loadu_si512(q + c));
 }
 
-// Token t's activations in T5 order, and its sums per 256-column block.
-T5Act& t5_act(const CpuWeight& w, const Q8Rows& x, int64_t t) {
+// n_tokens tokens' activations in T5 order from token 0: the caller's (x.q_ordered), else
+// ordered into this thread's scratch.
+const int8_t* t5_ordered(const Q8Rows& x, int64_t n_cols, int64_t n_tokens) {
+  if (x.q_ordered != nullptr) return x.q_ordered;
+  T5Act& a = t5_act_scratch(n_cols, n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) t5_order(x.q + t * n_cols, n_cols, a.q.data() + t * n_cols);
+  return a.q.data();
+}
+
+// One token's activations in T5 order and its sums per 256-column block (these in column order).
+struct T5TokenAct {
+  const int8_t* q;
+  const int32_t* block_sum;
+};
+
+// Token 0's T5TokenAct; the sums only where a scale block is shorter than the row.
+T5TokenAct t5_act(const CpuWeight& w, const Q8Rows& x) {
   T5Act& a = t5_act_scratch(w.n_cols);
-  t5_order(x.q + t * w.n_cols, w.n_cols, a.q.data());
-  for (int64_t b = 0; b < w.n_cols / 256; ++b) a.block_sum[static_cast<size_t>(b)] = x.block_sum(t, 2 * b, 2 * b + 2);
-  return a;
+  const int8_t* q = t5_ordered(x, w.n_cols, 1);
+  if (w.ternary.scale_block != w.n_cols) {
+    for (int64_t b = 0; b < w.n_cols / 256; ++b) a.block_sum[static_cast<size_t>(b)] = x.block_sum(0, 2 * b, 2 * b + 2);
+  }
+  return {q, a.block_sum.data()};
 }
 
 // Decode with a scale per 256 columns: the 4 rows of row group rg against one token (its
 // activations `act`), the float update per block in block order (a chunk's blocks 0-3 from the
 // quarters of positions 0-3, then block 4 from position 4). One scale per row: t5_gemv_rows.
-__m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5Act& act, int64_t rg) {
+__m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5TokenAct& act, int64_t rg) {
   const int64_t n_vec = t5_vectors(w.n_cols);
   const int64_t n_chunks = w.n_cols / kT5ChunkCols;
   const int64_t n_blocks = w.n_cols / w.ternary.scale_block;
@@ -278,7 +295,7 @@ __m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5Act& ac
   __m128 acc = _mm_setzero_ps();
   // One block's update, from the 4 rows' dots.
   const auto update = [&](__m128i dot, int64_t b) {
-    const int32_t act_sum = act.block_sum[static_cast<size_t>(b)];
+    const int32_t act_sum = act.block_sum[b];
     const __m128 d = _mm_cvtepi32_ps(_mm_sub_epi32(dot, _mm_set1_epi32(act_sum)));
     acc = _mm_add_ps(acc, _mm_mul_ps(_mm_div_ps(d, s), _mm_loadu_ps(scales + b * kT5Rows)));
   };
@@ -292,13 +309,13 @@ __m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5Act& ac
       const uint8_t* c = codes + (4 * k + v) * kT5Rows * kT5VectorBytes;
       __m512i m[kT5Rows];
       for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
-      const int8_t* a = act.q.data() + kT5ChunkCols * k + 320 * v;
+      const int8_t* a = act.q + kT5ChunkCols * k + 320 * v;
       for (int i = 0; i < 4; ++i) t5_position(m, a + 64 * i, cur);
       t5_position(m, a + 256, fifth);
     }
     // Blocks 5k .. 5k+3 in the 16 lanes at once, then added to acc one after the other.
     const __m512i sums = _mm512_permutexvar_epi32(
-        quarter_of_lane, _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(act.block_sum.data() + 5 * k))));
+        quarter_of_lane, _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(act.block_sum + 5 * k))));
     const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(cur.quarter_dots(), sums));
     const __m512 u = _mm512_mul_ps(_mm512_div_ps(d, s16), _mm512_loadu_ps(scales + 5 * k * kT5Rows));
     acc = _mm_add_ps(acc, _mm512_castps512_ps128(u));
@@ -315,7 +332,7 @@ __m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5Act& ac
     for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
     const int64_t col0 = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks);
     const int64_t n_pos = min64(4, (w.n_cols - col0) / 64);
-    for (int64_t i = 0; i < n_pos; ++i) t5_position(m, act.q.data() + col0 + 64 * i, cur);
+    for (int64_t i = 0; i < n_pos; ++i) t5_position(m, act.q + col0 + 64 * i, cur);
     update(cur.dots(), col0 / 256);
     cur.clear();
   }
@@ -345,12 +362,11 @@ __m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5Act& ac
 // vector per row (lane sums), all vectors in one flat loop (a full vector's 5 positions are
 // 320 consecutive activations in T5 order). Plain local accumulators: GCC keeps them in
 // registers without the copies it makes of T5Acc's arrays.
-void t5_row_group_dots(const CpuWeight& w, const T5Act& act, int64_t rg, __m512i d[kT5Rows]) {
+void t5_row_group_dots(const CpuWeight& w, const int8_t* a, int64_t rg, __m512i d[kT5Rows]) {
   const int64_t n_cols = w.n_cols;
   const int64_t n_vec = t5_vectors(n_cols);
   const int64_t n_full = 4 * (n_cols / kT5ChunkCols);
   const uint8_t* c = w.ternary.packed.data() + rg * n_vec * kT5Rows * kT5VectorBytes;
-  const int8_t* a = act.q.data();
   __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0, p3 = p0, q0 = p0, q1 = p0, q2 = p0, q3 = p0;
   const auto position = [&](__m512i& m0, __m512i& m1, __m512i& m2, __m512i& m3, const int8_t* x) {
     const __m512i v = _mm512_loadu_si512(x);
@@ -389,7 +405,7 @@ void t5_row_group_dots(const CpuWeight& w, const T5Act& act, int64_t rg, __m512i
 // Decode with one scale per row, rows [r0, r1): 4 row groups' dots at a time are reduced
 // together (reduce16) and go through the float update as one vector of 16 rows, so the long
 // reduce-convert-divide chain runs once per 16 rows, off the row groups' loop.
-void t5_gemv_rows(const CpuWeight& w, const Q8Rows& x, const T5Act& act, float* y, int64_t r0, int64_t r1) {
+void t5_gemv_rows(const CpuWeight& w, const Q8Rows& x, const int8_t* act, float* y, int64_t r0, int64_t r1) {
   const __m512 s = _mm512_set1_ps(x.scale[0]);
   const __m512i act_sum = _mm512_set1_epi32(x.block_sum(0, 0, w.n_cols / kGroupCols));
   const int64_t rg_end = (r1 + kT5Rows - 1) / kT5Rows;
@@ -413,7 +429,7 @@ void t5_gemv_rows(const CpuWeight& w, const Q8Rows& x, const T5Act& act, float* 
 }
 
 void t5_gemv_blocked(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const T5Act& act = t5_act(w, x, 0);
+  const T5TokenAct act = t5_act(w, x);
   for (int64_t rg = r0 / kT5Rows; rg * kT5Rows < r1; ++rg) {
     alignas(16) float out[kT5Rows];
     _mm_store_ps(out, t5_row_group_blocked(w, x, act, rg));
@@ -637,13 +653,12 @@ void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int
   static_assert(TT == 8);
   static constexpr Tile kTiles[] = {nullptr,       t5_tile<R, 1>, t5_tile<R, 2>, t5_tile<R, 3>, t5_tile<R, 4>,
                                     t5_tile<R, 5>, t5_tile<R, 6>, t5_tile<R, 7>, t5_tile<R, 8>};
-  T5Act& act = t5_act_scratch(w.n_cols, x.n_tokens);
-  for (int64_t t = 0; t < x.n_tokens; ++t) t5_order(x.q + t * w.n_cols, w.n_cols, act.q.data() + t * w.n_cols);
+  const int8_t* act = t5_ordered(x, w.n_cols, x.n_tokens);
   const int64_t rg_bytes = t5_vectors(w.n_cols) * kT5Rows * kT5VectorBytes;
   const int64_t block_rows = kT5Rows * max64(1, W2A8::kBlockCodeBytes / rg_bytes);
   for (int64_t rb = r0; rb < r1;) {
     const int64_t rb_end = min64(r1, rb / kT5Rows * kT5Rows + block_rows);
-    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += TT) kTiles[min64(TT, x.n_tokens - t0)](w, x, act.q.data(), t0, rb, rb_end, y);
+    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += TT) kTiles[min64(TT, x.n_tokens - t0)](w, x, act, t0, rb, rb_end, y);
     rb = rb_end;
   }
 }
@@ -663,9 +678,7 @@ void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t 
   const bool t5_order_cols = w.ternary.scale_block == w.n_cols;
   Q8Rows xt = x;
   if (t5_order_cols) {
-    T5Act& act = t5_act_scratch(w.n_cols, x.n_tokens);
-    for (int64_t t = 0; t < x.n_tokens; ++t) t5_order(x.q + t * w.n_cols, w.n_cols, act.q.data() + t * w.n_cols);
-    xt.q = act.q.data();
+    xt.q = t5_ordered(x, w.n_cols, x.n_tokens);
   }
   for (int64_t rg0 = r0 / kT5Rows; rg0 * kT5Rows < r1; rg0 += block_rg) {
     const int64_t n_rg = min64(block_rg, (r1 + kT5Rows - 1) / kT5Rows - rg0);
@@ -697,7 +710,7 @@ void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, i
     const bool native = w.ternary.scale_block == w.n_cols && x.n_tokens <= kT5NativeMaxTokens;
     return native ? t5_gemm_rows(w, x, y, r0, r1) : t5_gemm(w, x, y, r0, r1);
   }
-  if (w.ternary.scale_block == w.n_cols) return t5_gemv_rows(w, x, t5_act(w, x, 0), y, r0, r1);
+  if (w.ternary.scale_block == w.n_cols) return t5_gemv_rows(w, x, t5_act(w, x).q, y, r0, r1);
   t5_gemv_blocked(w, x, y, r0, r1);
 }
 
@@ -716,6 +729,7 @@ constinit const KernelSet kAvx512VnniKernels = {
     .ternary_rows_per_group = avx2::kTernaryRows,
     .ternary_layout = TernaryLayout::k5Trit,
     .matmul_ternary = avx512vnni::matmul_ternary,
+    .order_ternary_act = avx512vnni::t5_order,
     .matmul_float = avx2::matmul_float,
     .quant_dot = avx512vnni::quant_dot,
     .quant_tile = avx512vnni::quant_tile,

@@ -63,6 +63,13 @@ void check_against_twin(const KernelSet& set, const test::FileWeight& file, cons
   const int64_t whole[] = {0, n};
   const auto want = run_ternary(kScalarKernels, twin_w, x, whole);
   expect_same_bits(run_ternary(set, set_w, x, whole), want, n, what + " [0, n)");
+  if (set.order_ternary_act != nullptr && set_w.ternary.layout == TernaryLayout::k5Trit) {  // ordered once by the caller, as the backend does
+    std::vector<int8_t> ordered(static_cast<size_t>(x.n_tokens * x.n_cols));
+    for (int64_t t = 0; t < x.n_tokens; ++t) set.order_ternary_act(x.q + t * x.n_cols, x.n_cols, ordered.data() + t * x.n_cols);
+    Q8Rows xo = x;
+    xo.q_ordered = ordered.data();
+    expect_same_bits(run_ternary(set, set_w, xo, whole), want, n, what + " [0, n), ordered by the caller");
+  }
   // Cuts at 1, 6, 7 and n - 1 by default: partial row groups at both ends of ranges, a one-row
   // range.
   std::vector<int64_t> cuts = {0};
