@@ -69,11 +69,19 @@ int ThreadPool::hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
+// Guided: each chunk takes 1 / (2 n_threads) of the items left, at least chunk_ (the grain), so
+// chunks shrink toward the end of the loop and the threads finish within one small chunk of
+// each other, while the first chunks are large (few calls, long runs over a cache block).
 void ThreadPool::run_chunks(int slot) {
+  const int64_t parts = 2 * static_cast<int64_t>(n_threads_);
+  int64_t begin = next_.load(std::memory_order_relaxed);
   for (;;) {
-    const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= n_) break;
-    (*fn_)(slot, begin, std::min(n_, begin + chunk_));
+    const int64_t left = n_ - begin;
+    if (left <= 0) break;
+    const int64_t size = std::min(left, std::max(chunk_, (left + parts - 1) / parts));
+    if (!next_.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) continue;
+    (*fn_)(slot, begin, begin + size);
+    begin = next_.load(std::memory_order_relaxed);
   }
 }
 
@@ -83,10 +91,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, RangeFn fn) {
 
 void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn) {
   if (n <= 0) return;
-  // Up to four chunks per thread balance uneven rows without much contention; chunks are of
-  // equal size (the last one smaller by less than one item per chunk).
-  const int64_t n_chunks = std::clamp<int64_t>(n / std::max<int64_t>(1, min_chunk), 1, 4 * n_threads_);
-  if (workers_.empty() || n_chunks == 1) {
+  // One chunk when there is less than two chunks' work; else guided chunks (run_chunks) no
+  // smaller than min_chunk nor than 1/16 of a thread's share.
+  const int64_t grain = std::max<int64_t>({1, min_chunk, n / (16 * static_cast<int64_t>(n_threads_))});
+  if (workers_.empty() || n < 2 * grain) {
     fn(0, 0, n);
     return;
   }
@@ -94,7 +102,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn) {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
     n_ = n;
-    chunk_ = (n + n_chunks - 1) / n_chunks;
+    chunk_ = grain;
     next_.store(0, std::memory_order_relaxed);
     active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);

@@ -56,7 +56,9 @@ class ThreadPool {
 
   int n_threads() const { return n_threads_; }
 
-  // Runs fn over [0, n) in chunks of at least `min_chunk` items and returns when all are done.
+  // Runs fn over [0, n) in chunks of at least `min_chunk` items (but the last) and returns when
+  // all are done. Chunks are guided: 1 / (2 n_threads) of the items left each, so they shrink
+  // toward the end and the threads finish close together.
   void parallel_for(int64_t n, int64_t min_chunk, RangeFn fn);
   void parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn);
 

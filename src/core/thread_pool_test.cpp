@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace bitnet {
@@ -19,6 +22,27 @@ TEST(ThreadPool, EveryItemExactlyOnce) {
       });
       for (auto& h : hits) ASSERT_EQ(h.load(), 1);
     }
+  }
+}
+
+// Guided chunks: the first takes 1 / (2 n_threads) of the items, later ones shrink, none is
+// smaller than min_chunk but the one holding the last items.
+TEST(ThreadPool, ChunksShrinkButNotBelowMinChunk) {
+  ThreadPool pool(2);
+  std::mutex m;
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  pool.parallel_for(10000, 10, [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(m);
+    chunks.emplace_back(b, e);
+  });
+  std::sort(chunks.begin(), chunks.end());
+  ASSERT_GE(chunks.size(), 8u);
+  EXPECT_EQ(chunks.front(), (std::pair<int64_t, int64_t>{0, 2500}));
+  EXPECT_EQ(chunks.back().second, 10000);
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+    EXPECT_EQ(chunks[i].second, chunks[i + 1].first);
+    EXPECT_GE(chunks[i].second - chunks[i].first, 10);
+    EXPECT_GE(chunks[i].second - chunks[i].first, chunks[i + 1].second - chunks[i + 1].first);
   }
 }
 
