@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_set.h"
+#include "backends/cpu/kernels.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "quant/quant.h"
@@ -121,6 +122,32 @@ void bench_quantize(benchmark::State& state, const KernelSet* set, int64_t n_col
                                               benchmark::Counter::kIsRate);
 }
 
+// One decoded token's attention in one 2B-4T layer (20 query heads, 5 kv heads of 128, F16
+// cache of n_pos rows) on one thread, head by head. GB/s: cache bytes per second (each row
+// counted once, though its 4 query heads read it 4 times).
+void bench_attention(benchmark::State& state, const KernelSet* set, int64_t n_pos) {
+  constexpr int32_t kHeads = 20, kKvHeads = 5, kDim = 128;
+  constexpr int64_t kEmbdKv = kKvHeads * kDim;
+  const auto q = activations(kHeads * kDim, 5);
+  const auto kv = activations(2 * n_pos * kEmbdKv, 6);
+  std::vector<uint16_t> kv16(kv.size());
+  fp32_to_fp16_row(kv.data(), static_cast<int64_t>(kv.size()), kv16.data());
+  const uint16_t* k = kv16.data();
+  const uint16_t* v = kv16.data() + n_pos * kEmbdKv;
+  std::vector<float> scores(static_cast<size_t>(n_pos)), out(static_cast<size_t>(kHeads * kDim));
+  const float scale = 0.0884f;
+  for (auto _ : state) {
+    for (int32_t h = 0; h < kHeads; ++h) {
+      const int64_t kv_off = (h / (kHeads / kKvHeads)) * kDim;
+      set->attention_head_f16(q.data() + h * kDim, k, v, n_pos, KvRowMap{}, kEmbdKv, kv_off, kDim, scale, scores.data(),
+                              out.data() + h * kDim);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(kv16.size() * 2) * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
 void register_set(const KernelSet* set) {
   const std::string name(set->name);
   for (Shape s : kTernaryShapes) {
@@ -152,6 +179,9 @@ void register_set(const KernelSet* set) {
   benchmark::RegisterBenchmark(fmt::format("gemm_f16/{}/2560x2560/tokens:8", name).c_str(), bench_float, set,
                                GgmlType::kF16, Shape{2560, 2560}, int64_t{8}, 1)->UseRealTime();
   benchmark::RegisterBenchmark(fmt::format("quantize_act/{}/6912", name).c_str(), bench_quantize, set, int64_t{6912});
+  for (int64_t n_pos : {128, 512}) {
+    benchmark::RegisterBenchmark(fmt::format("attention_f16/{}/pos:{}", name, n_pos).c_str(), bench_attention, set, n_pos);
+  }
 }
 
 }  // namespace
