@@ -375,6 +375,25 @@ TEST(CliBench, JsonHasOneRowPerHeadThreadsAndTest) {
   EXPECT_LT(q8_size, f16_size);
 }
 
+// -p 0 / -n 0 leave out that kind of test, as llama-bench; both 0 is an error, not a crash.
+TEST(CliBench, ZeroLengthsLeaveThatTestOut) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const Output decode_only = run_cli("bench -m " + model.string() + " -p 0 -n 4 -t 1 -r 1 -o json");
+  ASSERT_EQ(decode_only.exit_code, 0) << decode_only.err;
+  const auto rows = nlohmann::json::parse(decode_only.out);
+  ASSERT_EQ(rows.size(), 1u) << decode_only.out;
+  EXPECT_EQ(rows[0]["n_prompt"], 0);
+  EXPECT_EQ(rows[0]["n_gen"], 4);
+  const Output prompt_only = run_cli("bench -m " + model.string() + " -p 8,0 -n 0 -t 1 -r 1 -o json");
+  ASSERT_EQ(prompt_only.exit_code, 0) << prompt_only.err;
+  const auto prow = nlohmann::json::parse(prompt_only.out);
+  ASSERT_EQ(prow.size(), 1u) << prompt_only.out;
+  EXPECT_EQ(prow[0]["n_prompt"], 8);
+  const Output nothing = run_cli("bench -m " + model.string() + " -p 0 -n 0 -r 1");
+  EXPECT_EQ(nothing.exit_code, 2) << nothing.err;
+  EXPECT_NE(nothing.err.find("nothing to measure"), std::string::npos) << nothing.err;
+}
+
 TEST(CliBench, BadInputIsAOneLineError) {
   expect_clean_error(run_cli("bench -m " + (temp_dir() / "missing.gguf").string() + " -p 8 -n 4 -r 1"), "missing.gguf");
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -158,14 +159,21 @@ Result<std::vector<int64_t>> parse_list(const std::string& text, const char* fla
 
 int run(BenchFlags f) {
   const std::string all_threads = std::to_string(hardware_threads());
-  auto prompts = parse_list(f.prompts_text, "-p", 1, kMaxTestTokens);
-  auto gens = parse_list(f.gens_text, "-n", 1, kMaxTestTokens);
+  // 0 in -p or -n: no test of that kind (as llama-bench).
+  auto prompts = parse_list(f.prompts_text, "-p", 0, kMaxTestTokens);
+  auto gens = parse_list(f.gens_text, "-n", 0, kMaxTestTokens);
   auto threads = parse_list(f.threads_text.empty() ? all_threads : f.threads_text, "-t", 1, 4 * hardware_threads());
   for (const auto* r : {&prompts, &gens, &threads}) {
     if (!r->ok()) return fail(r->status());
   }
-  f.prompts = *prompts;
-  f.gens = *gens;
+  f.prompts.clear();
+  f.gens.clear();
+  std::copy_if(prompts->begin(), prompts->end(), std::back_inserter(f.prompts), [](int64_t n) { return n > 0; });
+  std::copy_if(gens->begin(), gens->end(), std::back_inserter(f.gens), [](int64_t n) { return n > 0; });
+  if (f.prompts.empty() && f.gens.empty() && !f.membw_only) {
+    std::fprintf(stderr, "error: nothing to measure: -p and -n are both 0 (see --help)\n");
+    return 2;
+  }
   if (f.models.empty() && !f.membw_only) {
     std::fprintf(stderr, "error: bench needs a model (-m FILE) unless --membw is given\n");
     return 2;
@@ -189,11 +197,13 @@ int run(BenchFlags f) {
         ModelFlags mf = f.model;
         mf.model = path;
         mf.n_threads = t;
-        mf.n_ctx = *std::max_element(f.prompts.begin(), f.prompts.end()) + *std::max_element(f.gens.begin(), f.gens.end()) + 1;
+        const int64_t max_prompt = f.prompts.empty() ? 0 : *std::max_element(f.prompts.begin(), f.prompts.end());
+        const int64_t max_gen = f.gens.empty() ? 0 : *std::max_element(f.gens.begin(), f.gens.end());
+        mf.n_ctx = max_prompt + max_gen + 1;
         auto options = engine_options_from_env(mf);
         if (!options.ok()) return fail(options.status());
         options->head_type = head;
-        options->n_batch = std::max<int64_t>(512, *std::max_element(f.prompts.begin(), f.prompts.end()));
+        options->n_batch = std::max<int64_t>(512, max_prompt);
         reset_peak_rss();
         const auto t0 = std::chrono::steady_clock::now();
         auto engine = Engine::load(*options);
@@ -234,10 +244,10 @@ void add_bench_command(CLI::App& app, Runner& runner) {
                "machine's read bandwidth, load time and peak memory");
   cmd->add_option("-m,--model", f->models, "GGUF model file (repeat -m to measure several in one run)")
       ->take_all();
-  cmd->add_option("-p,--n-prompt", f->prompts_text, "prompt lengths, comma-separated (default: 128)")
-      ->check(list_check("-p", 1, kMaxTestTokens));
-  cmd->add_option("-n,--n-gen", f->gens_text, "decode lengths, comma-separated (default: 64)")
-      ->check(list_check("-n", 1, kMaxTestTokens));
+  cmd->add_option("-p,--n-prompt", f->prompts_text, "prompt lengths, comma-separated; 0 = no prompt test (default: 128)")
+      ->check(list_check("-p", 0, kMaxTestTokens));
+  cmd->add_option("-n,--n-gen", f->gens_text, "decode lengths, comma-separated; 0 = no decode test (default: 64)")
+      ->check(list_check("-n", 0, kMaxTestTokens));
   cmd->add_option("-t,--threads", f->threads_text,
                   fmt::format("thread counts, comma-separated, at most {} (default: {})", 4 * hardware_threads(), hardware_threads()))
       ->check(list_check("-t", 1, 4 * hardware_threads()));
