@@ -12,19 +12,14 @@
 #include <future>
 #include <vector>
 
+#include "core/test_temp_dir.h"
+
 namespace bitnet {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("bitnet_mmap_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+fs::path temp_dir() { return test::process_temp_dir("bitnet_mmap_test_"); }
 
 // The error for `path` names the file and contains `reason`.
 void expect_refused(const fs::path& path, const std::string& reason) {

@@ -7,18 +7,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/test_temp_dir.h"
+
 namespace bitnet::test {
 
 namespace fs = std::filesystem;
 
-fs::path cli_temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("bitnet_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+fs::path cli_temp_dir() { return process_temp_dir("bitnet_cli_test_"); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
