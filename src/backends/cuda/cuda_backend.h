@@ -1,0 +1,17 @@
+// CUDA backend (level 2): weights resident on the device (ternary ones in the W2C layout), an
+// F16 KV cache on the device, the op list launched on one stream with the kernels of
+// kernels.h; only the logits are copied back. Written without a GPU at hand: it compiles and
+// its host logic is tested, but it has not yet run on a device (see README.md).
+#pragma once
+
+#include <memory>
+
+#include "bitnet/status.h"
+#include "hal/backend.h"
+
+namespace bitnet::cuda {
+
+// A backend on CUDA device `device_index` (the runtime's numbering: after CUDA_VISIBLE_DEVICES).
+Result<std::unique_ptr<hal::Backend>> make_backend(int device_index);
+
+}  // namespace bitnet::cuda
