@@ -6,7 +6,8 @@
 
 namespace bitnet::cuda {
 
-Result<std::unique_ptr<hal::Backend>> CudaBackend::create(int device_index) {
+Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& options) {
+  const int device_index = options.device_index;
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);  // without a driver: an error, count untouched
   if (err != cudaSuccess) return unavailable(fmt::format("cuda: {} ({})", cudaGetErrorName(err), cudaGetErrorString(err)));
@@ -15,6 +16,7 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(int device_index) {
   }
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->device_ = device_index;
+  b->graphs_ = options.graphs;
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_index), "cudaSetDevice"));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&b->prop_, device_index), "cudaGetDeviceProperties"));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -34,9 +36,9 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(int device_index) {
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-  release_acts();
   if (pool_) {
-    for (PoolBlock* b : {&tokens_, &kv_words_, &rope_, &attn_scratch_}) pool_->release(std::exchange(*b, {}));
+    drop_captured();
+    release_buffers(step_, true);
     pool_.reset();
   }
   weights_.clear();
@@ -52,6 +54,7 @@ hal::BackendInfo CudaBackend::info() const {
 
 Status CudaBackend::load_weights(std::span<const hal::WeightDesc> weights) {
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  drop_captured();  // its launches point at the old weights
   weights_.clear();
   weight_info_.clear();
   weight_bytes_ = 0;
@@ -69,11 +72,14 @@ Status CudaBackend::load_weights(std::span<const hal::WeightDesc> weights) {
     weights_.push_back(std::move(w).value());
   }
   shapes_ = hal::weight_shapes(weights);
-  return {};
+  // cudaMemcpy from pageable memory may return before the copy lands, on the legacy stream,
+  // which the backend's non-blocking stream does not wait for: finish it here.
+  return cuda_status(cudaDeviceSynchronize(), "uploading the weights");
 }
 
 Status CudaBackend::init_kv(const hal::KvShape& shape) {
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  drop_captured();  // its launches point at the old cache
   k_cache_.clear();
   v_cache_.clear();
   kv_ = {};
@@ -98,6 +104,8 @@ Status CudaBackend::init_kv(const hal::KvShape& shape) {
       cache->push_back(std::move(b).value());
     }
   }
+  // The memsets run on the legacy stream, which the backend's stream does not wait for.
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaDeviceSynchronize(), "clearing the KV cache"));
   kv_ = shape;
   kv_.type = hal::KvType::kF16;
   return {};
@@ -120,11 +128,17 @@ hal::BackendStats CudaBackend::stats() const {
 void CudaBackend::release_scratch() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
-  release_acts();
-  for (PoolBlock* b : {&tokens_, &kv_words_, &rope_, &attn_scratch_}) pool_->release(std::exchange(*b, {}));
+  drop_captured();
+  release_buffers(step_, true);
   pool_->clear();
 }
 
-Result<std::unique_ptr<hal::Backend>> make_backend(int device_index) { return CudaBackend::create(device_index); }
+Result<std::unique_ptr<hal::Backend>> make_backend(const CudaOptions& options) { return CudaBackend::create(options); }
+
+Result<std::unique_ptr<hal::Backend>> make_backend(int device_index) {
+  CudaOptions o;
+  o.device_index = device_index;
+  return CudaBackend::create(o);
+}
 
 }  // namespace bitnet::cuda

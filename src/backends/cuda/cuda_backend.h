@@ -11,7 +11,15 @@
 
 namespace bitnet::cuda {
 
-// A backend on CUDA device `device_index` (the runtime's numbering: after CUDA_VISIBLE_DEVICES).
+struct CudaOptions {
+  int device_index = 0;  // the runtime's numbering: after CUDA_VISIBLE_DEVICES
+  // Capture each decode step (up to 8 tokens) into a CUDA graph, once per step signature
+  // (cuda_plan.h step_signature), and replay it; plain launches where capture fails.
+  bool graphs = true;
+};
+
+Result<std::unique_ptr<hal::Backend>> make_backend(const CudaOptions& options);
+// A backend on CUDA device `device_index`, with the default options.
 Result<std::unique_ptr<hal::Backend>> make_backend(int device_index);
 
 }  // namespace bitnet::cuda

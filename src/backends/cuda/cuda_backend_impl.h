@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cuda/attention_shape.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_weights.h"
@@ -33,9 +34,34 @@ struct DeviceAct {
   }
 };
 
+// The device blocks a step's launches point at: one per activation, and the inputs each step
+// uploads (token ids, KV addressing words, rope table) with the attention's split-K partials.
+struct StepBuffers {
+  std::vector<DeviceAct> acts;
+  PoolBlock tokens, kv_words, rope, attn_scratch;
+  KvRows kv_rows;              // device pointers into kv_words
+  AttentionShape attn_shape;
+};
+
+// The host side of a step's inputs, computed before anything is launched.
+struct StepInputs {
+  bool kv = false;             // the step stores or reads the KV cache
+  KvAddressing addressing;
+  std::vector<int32_t> kv_words;
+  std::vector<float> rope;     // empty without rope ops
+};
+
+// A decode step captured into a CUDA graph, with the blocks its launches point at (held until
+// a step of another signature replaces it, or release_scratch).
+struct CapturedStep {
+  std::string signature;
+  StepBuffers buffers;
+  cudaGraphExec_t exec = nullptr;
+};
+
 class CudaBackend final : public hal::Backend {
  public:
-  static Result<std::unique_ptr<hal::Backend>> create(int device_index);
+  static Result<std::unique_ptr<hal::Backend>> create(const CudaOptions& options);
   ~CudaBackend() override;
 
   hal::BackendInfo info() const override;
@@ -53,17 +79,26 @@ class CudaBackend final : public hal::Backend {
   CudaBackend() = default;
 
   // cuda_compute.cpp
-  Status prepare(const hal::Graph& graph, std::span<const int32_t> tokens, const std::vector<Kernel>& plan);
-  Status run(const hal::Graph& graph, const std::vector<Kernel>& plan, std::span<float> logits);
+  StepInputs step_inputs(const hal::Graph& graph, const std::vector<Kernel>& plan, Status& status) const;
+  Status acquire_acts(const hal::Graph& graph, StepBuffers& b);
+  Status upload_inputs(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in, StepBuffers& b);
+  Status launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan);
+  Status read_logits(const hal::Graph& graph, std::span<float> logits);
   Result<PoolBlock> scratch(PoolBlock& slot, uint64_t bytes);
   Status upload(PoolBlock& slot, const void* host, uint64_t bytes);
-  void release_acts();
+  void release_buffers(StepBuffers& b, bool inputs_too);
+  // cuda_graph.cpp: a decode step replayed from, or captured into, a CUDA graph; false in
+  // `handled` when the step is to run with plain launches.
+  Status run_graph(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in,
+                   const std::vector<Kernel>& plan, std::span<float> logits, bool& handled);
+  void drop_captured();
   // cuda_ops.cpp
   Status launch(const hal::Graph& graph, const hal::Op& op, Kernel kernel);
   Status launch_matmul(const hal::Graph& graph, const hal::Op& op, Kernel kernel);
   Status copy_rows(const hal::Graph& graph, const hal::Op& op);
 
-  float* f32(hal::ActId id) const { return acts_[static_cast<size_t>(id)].f32(); }
+  float* f32(hal::ActId id) const { return cur_->acts[static_cast<size_t>(id)].f32(); }
+  Q8View q8(hal::ActId id) const { return cur_->acts[static_cast<size_t>(id)].q8(); }
   const hal::ActDesc& desc(const hal::Graph& g, hal::ActId id) const { return g.acts[static_cast<size_t>(id)]; }
   const DeviceWeight& weight(hal::WeightId id) const { return weights_[static_cast<size_t>(id)]; }
 
@@ -78,12 +113,12 @@ class CudaBackend final : public hal::Backend {
   hal::KvShape kv_;
   std::vector<DeviceBuffer> k_cache_;  // per layer: [n_ctx][n_embd_kv] fp16
   std::vector<DeviceBuffer> v_cache_;
-  std::vector<DeviceAct> acts_;        // for the step being run
-  // Per-step scratch, kept between steps (pooled; freed by release_scratch): token ids, the KV
-  // addressing words, the rope table and the attention's split-K partials.
-  PoolBlock tokens_, kv_words_, rope_, attn_scratch_;
-  KvRows kv_rows_;              // device pointers into kv_words_
-  AttentionShape attn_shape_;
+  // Plain launches: activation blocks taken from the pool for each step and given back after it;
+  // the input blocks kept between steps (freed by release_scratch).
+  StepBuffers step_;
+  StepBuffers* cur_ = &step_;  // the blocks of the step being launched
+  bool graphs_ = true;         // CudaOptions::graphs, off after a capture failed
+  std::unique_ptr<CapturedStep> captured_;
   std::set<std::string> kernels_used_;
 };
 

@@ -16,7 +16,7 @@ Status CudaBackend::launch(const hal::Graph& graph, const hal::Op& op, Kernel ke
   const auto elems = [&](hal::ActId id) { return desc(graph, id).n_rows * desc(graph, id).n_cols; };
   switch (kernel) {
     case Kernel::kEmbed:
-      return launched(embed_rows(weight(op.w).float_view(), static_cast<const int32_t*>(tokens_.ptr), graph.n_tokens,
+      return launched(embed_rows(weight(op.w).float_view(), static_cast<const int32_t*>(cur_->tokens.ptr), graph.n_tokens,
                                  f32(op.dst), stream_), kernel);
     case Kernel::kRmsNorm: {
       const hal::ActDesc& d = desc(graph, op.dst);
@@ -25,7 +25,7 @@ Status CudaBackend::launch(const hal::Graph& graph, const hal::Op& op, Kernel ke
     }
     case Kernel::kQuantize: {
       const hal::ActDesc& d = desc(graph, op.dst);
-      return launched(rms_norm_quant(f32(op.a), nullptr, d.n_rows, d.n_cols, 0.0f, acts_[static_cast<size_t>(op.dst)].q8(),
+      return launched(rms_norm_quant(f32(op.a), nullptr, d.n_rows, d.n_cols, 0.0f, q8(op.dst),
                                      nullptr, stream_), kernel);
     }
     case Kernel::kW2a8Gemv:
@@ -43,7 +43,7 @@ Status CudaBackend::launch(const hal::Graph& graph, const hal::Op& op, Kernel ke
       const hal::RopeParams& rp = graph.rope;
       const int32_t head_dim = graph.attn.head_dim;
       const bool neox = rp.style == hal::RopeStyle::kNeox;
-      const auto* table = static_cast<const float*>(rope_.ptr);
+      const auto* table = static_cast<const float*>(cur_->rope.ptr);
       if (d.n_cols == static_cast<int64_t>(op.n_head) * head_dim) {
         return launched(rope(f32(op.dst), table, d.n_rows, op.n_head, head_dim, rp.n_rot, neox, stream_), kernel);
       }
@@ -57,13 +57,13 @@ Status CudaBackend::launch(const hal::Graph& graph, const hal::Op& op, Kernel ke
     }
     case Kernel::kStoreKv: {
       const size_t il = static_cast<size_t>(op.il);
-      return launched(store_kv_f16(f32(op.a), f32(op.b), desc(graph, op.a).n_rows, kv_.n_embd_kv, kv_rows_,
+      return launched(store_kv_f16(f32(op.a), f32(op.b), desc(graph, op.a).n_rows, kv_.n_embd_kv, cur_->kv_rows,
                                    k_cache_[il].as<uint16_t>(), v_cache_[il].as<uint16_t>(), stream_), kernel);
     }
     case Kernel::kAttention: {
       const size_t il = static_cast<size_t>(op.il);
       return launched(attention_f16(f32(op.a), k_cache_[il].as<const uint16_t>(), v_cache_[il].as<const uint16_t>(),
-                                    kv_rows_, attn_shape_, graph.n_tokens, static_cast<float*>(attn_scratch_.ptr),
+                                    cur_->kv_rows, cur_->attn_shape, graph.n_tokens, static_cast<float*>(cur_->attn_scratch.ptr),
                                     f32(op.dst), stream_), kernel);
     }
     case Kernel::kSiluMul: return launched(silu_mul(f32(op.a), f32(op.b), elems(op.dst), f32(op.dst), stream_), kernel);
@@ -80,9 +80,9 @@ Status CudaBackend::launch_matmul(const hal::Graph& graph, const hal::Op& op, Ke
   float* y = f32(op.dst);
   switch (kernel) {
     case Kernel::kW2a8Mma:
-      return launched(w2a8_gemm_mma(w.w2c(), acts_[static_cast<size_t>(op.a)].q8(), n_tokens, y, prop_.major, stream_), kernel);
+      return launched(w2a8_gemm_mma(w.w2c(), q8(op.a), n_tokens, y, prop_.major, stream_), kernel);
     case Kernel::kW2a8Gemv:
-      return launched(w2a8_gemv(w.w2c(), acts_[static_cast<size_t>(op.a)].q8(), n_tokens, y, stream_), kernel);
+      return launched(w2a8_gemv(w.w2c(), q8(op.a), n_tokens, y, stream_), kernel);
     default:
       return launched(matmul_float(w.float_view(), f32(op.a), n_tokens, y, stream_), kernel);
   }

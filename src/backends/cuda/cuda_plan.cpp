@@ -187,6 +187,45 @@ std::vector<int32_t> kv_words(const hal::KvRows& rows, const KvAddressing& a) {
   return w;
 }
 
+std::string step_signature(const hal::Graph& g, const KvAddressing& kv, size_t n_kv_words) {
+  std::string s;
+  const auto put = [&s](const auto& v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(g.n_tokens);
+  put(kv.identity);
+  put(kv.block_shift);
+  put(n_kv_words);
+  put(g.rope.style);
+  put(g.rope.n_rot);
+  put(g.rope.freq_base);
+  put(g.rope.freq_scale);
+  put(g.attn.n_head);
+  put(g.attn.n_head_kv);
+  put(g.attn.head_dim);
+  put(g.attn.kq_scale);
+  put(g.logits);
+  put(g.acts.size());
+  for (const hal::ActDesc& a : g.acts) {
+    put(a.type);
+    put(a.n_rows);
+    put(a.n_cols);
+  }
+  put(g.ops.size());
+  for (const hal::Op& op : g.ops) {
+    put(op.kind);
+    put(op.dst);
+    put(op.a);
+    put(op.b);
+    put(op.w);
+    put(op.il);
+    put(op.n_head);
+    put(op.row0);
+    put(op.eps);
+  }
+  put(g.get_rows.size());
+  for (int32_t r : g.get_rows) put(r);
+  return s;
+}
+
 std::vector<float> rope_table(const hal::Graph& graph) {
   const hal::RopeParams& rp = graph.rope;
   const int64_t half = rp.n_rot / 2;

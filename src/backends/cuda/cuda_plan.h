@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -93,6 +94,13 @@ Result<KvAddressing> kv_addressing(const hal::Graph& graph, const hal::KvRows& r
 // The int32 words uploaded for a step's KV addressing: pos [n_tokens], then (not identity)
 // table_begin [n_tokens] and the tables.
 std::vector<int32_t> kv_words(const hal::KvRows& rows, const KvAddressing& a);
+
+// The shape of a step as far as its launches are concerned, for CUDA-graph replay: the op list,
+// the activations' shapes, the token count, the KV addressing (mode, block shift, words), the
+// rope and attention parameters and the rows that get_rows gathers; not the positions or the
+// token ids, which each step uploads to the same device blocks. Two graphs with equal
+// signatures launch the same kernels with the same arguments.
+std::string step_signature(const hal::Graph& graph, const KvAddressing& kv, size_t n_kv_words);
 
 // (cos, sin) per token and rotated pair, with the CPU's float recurrence
 // theta_i = pos * freq_scale * theta_scale^i (device sin/cos of large angles would drift).

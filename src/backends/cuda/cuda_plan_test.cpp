@@ -193,5 +193,24 @@ TEST(CudaPlan, RopeTableFollowsTheCpuRecurrence) {
   EXPECT_NEAR(ps[2 * 4], std::cos(100.0), 1e-5);
 }
 
+TEST(CudaPlan, StepSignatureIgnoresPositionsAndTokensOnly) {
+  const KvAddressing id;
+  Net a(1), b(1);
+  a.g.pos0 = 7;
+  b.g.pos0 = 8;  // the next decode step: same launches, other uploads
+  EXPECT_EQ(step_signature(a.g, id, 1), step_signature(b.g, id, 1));
+  Net prefill(4);
+  EXPECT_NE(step_signature(a.g, id, 1), step_signature(prefill.g, id, 4));
+  Net eps(1);
+  eps.g.ops[1].eps = 1e-6f;
+  EXPECT_NE(step_signature(a.g, id, 1), step_signature(eps.g, id, 1));
+  Net rows(1);
+  rows.g.get_rows = {0};
+  EXPECT_NE(step_signature(a.g, id, 1), step_signature(rows.g, id, 1));
+  const KvAddressing paged{false, 4};
+  EXPECT_NE(step_signature(a.g, id, 1), step_signature(a.g, paged, 1));
+  EXPECT_NE(step_signature(a.g, paged, 4), step_signature(a.g, paged, 5));  // other block tables' sizes
+}
+
 }  // namespace
 }  // namespace bitnet::cuda
