@@ -17,6 +17,7 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& opt
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->device_ = device_index;
   b->graphs_ = options.graphs;
+  b->fuse_ = options.fuse;
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_index), "cudaSetDevice"));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&b->prop_, device_index), "cudaGetDeviceProperties"));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "cudaStreamCreate"));

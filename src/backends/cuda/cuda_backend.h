@@ -16,6 +16,9 @@ struct CudaOptions {
   // Capture each decode step (up to 8 tokens) into a CUDA graph, once per step signature
   // (cuda_plan.h step_signature), and replay it; plain launches where capture fails.
   bool graphs = true;
+  // Run rms_norm + quantize_act (and the FFN gate before them) as one fused kernel where the
+  // op list allows it (cuda_plan.h plan_graph).
+  bool fuse = true;
 };
 
 Result<std::unique_ptr<hal::Backend>> make_backend(const CudaOptions& options);

@@ -93,7 +93,8 @@ class CudaBackend final : public hal::Backend {
                    const std::vector<Kernel>& plan, std::span<float> logits, bool& handled);
   void drop_captured();
   // cuda_ops.cpp
-  Status launch(const hal::Graph& graph, const hal::Op& op, Kernel kernel);
+  Status launch(const hal::Graph& graph, size_t index, Kernel kernel);
+  Status launch_fused(const hal::Graph& graph, size_t index, Kernel kernel);
   Status launch_matmul(const hal::Graph& graph, const hal::Op& op, Kernel kernel);
   Status copy_rows(const hal::Graph& graph, const hal::Op& op);
 
@@ -118,6 +119,7 @@ class CudaBackend final : public hal::Backend {
   StepBuffers step_;
   StepBuffers* cur_ = &step_;  // the blocks of the step being launched
   bool graphs_ = true;         // CudaOptions::graphs, off after a capture failed
+  bool fuse_ = true;           // CudaOptions::fuse
   std::unique_ptr<CapturedStep> captured_;
   std::set<std::string> kernels_used_;
 };

@@ -157,50 +157,64 @@ TEST(CudaBackend, GemvAndMmaKernelsAndScratchRelease) {
   EXPECT_GT(gpu->weight_bytes(0), 0u);
 }
 
-// Decode steps replayed from a captured CUDA graph give the logits of plain launches, bit for
-// bit (the same kernels on the same inputs), through positions that move and a prompt chunk
-// (not captured) in between.
-TEST(CudaBackend, GraphReplayEqualsPlainLaunches) {
+// Two rounds of a prompt chunk and 6 greedy decode steps on `b` (fresh weights and cache): the
+// logits of every step.
+std::vector<std::vector<float>> run_rounds(hal::Backend& b, const Network& model) {
+  const ModelConfig& cfg = model.config();
+  std::vector<std::vector<float>> out;
+  EXPECT_TRUE(b.load_weights(model.weight_table()).ok());
+  EXPECT_TRUE(b.init_kv({static_cast<int32_t>(cfg.n_layer), 64, cfg.n_embd_kv(), hal::KvType::kF16}).ok());
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
+  int64_t pos = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));
+    const Status s = b.compute(model.build_graph(static_cast<int64_t>(prompt.size()), pos, LogitRows::kLast), prompt, logits);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    out.push_back(logits);
+    pos += static_cast<int64_t>(prompt.size());
+    for (int i = 0; i < 6; ++i, ++pos) {
+      const int32_t next = argmax(out.back());
+      const Status d = b.compute(model.build_graph(1, pos, LogitRows::kLast), std::span<const int32_t>(&next, 1), logits);
+      EXPECT_TRUE(d.ok()) << d.to_string();
+      out.push_back(logits);
+    }
+  }
+  return out;
+}
+
+// Decode steps replayed from a captured CUDA graph give the logits of plain launches, and the
+// fused norm/gate/quantize kernels those of the ops one by one, bit for bit (the same
+// arithmetic on the same inputs), through positions that move and prompt chunks (not captured)
+// in between.
+TEST(CudaBackend, GraphReplayAndFusionEqualPlainLaunches) {
   BITNET_CUDA_BACKEND_OR_SKIP(graphs);
-  auto plain_result = make_backend(CudaOptions{0, false});
-  ASSERT_TRUE(plain_result.ok()) << plain_result.status().to_string();
-  std::unique_ptr<hal::Backend> plain = std::move(plain_result).value();
+  auto plain = make_backend(CudaOptions{0, false, true});
+  auto unfused = make_backend(CudaOptions{0, false, false});
+  ASSERT_TRUE(plain.ok() && unfused.ok());
   const std::filesystem::path path = std::filesystem::path(BITNET_SHARED_DIR) / "golden/llamacpp/tiny-bitnet-tq2_0.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing test data: " << path;
   auto file = gguf::File::open(path.string());
   ASSERT_TRUE(file.ok());
   auto model = Network::from_gguf(*file);
   ASSERT_TRUE(model.ok());
-  const ModelConfig& cfg = model->config();
-  for (hal::Backend* b : {graphs.get(), plain.get()}) {
-    ASSERT_TRUE(b->load_weights(model->weight_table()).ok());
-    ASSERT_TRUE(b->init_kv({static_cast<int32_t>(cfg.n_layer), 64, cfg.n_embd_kv(), hal::KvType::kF16}).ok());
+  const auto a = run_rounds(*graphs, *model);
+  const auto b = run_rounds(**plain, *model);
+  const auto c = run_rounds(**unfused, *model);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), c.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i], b[i]) << "graph replay vs plain launches, step " << i;
+    EXPECT_EQ(b[i], c[i]) << "fused vs unfused, step " << i;
   }
-  const auto n_vocab = static_cast<size_t>(cfg.n_vocab);
-  std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
-  int64_t pos = 0;
-  int32_t next = 0;
-  for (int round = 0; round < 2; ++round) {
-    std::vector<float> a(n_vocab), b(n_vocab);
-    const hal::Graph g = model->build_graph(static_cast<int64_t>(prompt.size()), pos, LogitRows::kLast);
-    ASSERT_TRUE(graphs->compute(g, prompt, a).ok());
-    ASSERT_TRUE(plain->compute(g, prompt, b).ok());
-    EXPECT_EQ(a, b) << "prompt chunk at " << pos;
-    pos += static_cast<int64_t>(prompt.size());
-    next = argmax(a);
-    for (int i = 0; i < 6; ++i, ++pos) {
-      const hal::Graph d = model->build_graph(1, pos, LogitRows::kLast);
-      const Status sa = graphs->compute(d, std::span<const int32_t>(&next, 1), a);
-      ASSERT_TRUE(sa.ok()) << sa.to_string();
-      ASSERT_TRUE(plain->compute(d, std::span<const int32_t>(&next, 1), b).ok());
-      EXPECT_EQ(a, b) << "decode at " << pos;
-      next = argmax(a);
-    }
-  }
-  const std::vector<std::string> used = graphs->kernels_used();
-  EXPECT_NE(std::find(used.begin(), used.end(), "cuda:graph_replay"), used.end()) << "no decode step was replayed";
-  const std::vector<std::string> plain_used = plain->kernels_used();
-  EXPECT_EQ(std::find(plain_used.begin(), plain_used.end(), "cuda:graph_replay"), plain_used.end());
+  const auto has = [](const hal::Backend& be, const char* k) {
+    const std::vector<std::string> used = be.kernels_used();
+    return std::find(used.begin(), used.end(), k) != used.end();
+  };
+  EXPECT_TRUE(has(*graphs, "cuda:graph_replay")) << "no decode step was replayed";
+  EXPECT_FALSE(has(**plain, "cuda:graph_replay"));
+  EXPECT_TRUE(has(**plain, "cuda:gated_rms_norm_quant"));
+  EXPECT_FALSE(has(**unfused, "cuda:gated_rms_norm_quant"));
+  EXPECT_TRUE(has(**unfused, "cuda:relu2_mul") || has(**unfused, "cuda:silu_mul"));
 }
 
 // A type the kernels do not read is refused at load with one line naming the tensor; no

@@ -89,7 +89,8 @@ Status CudaBackend::upload_inputs(const hal::Graph& graph, std::span<const int32
 
 Status CudaBackend::launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan) {
   for (size_t i = 0; i < graph.ops.size(); ++i) {
-    const Status s = launch(graph, graph.ops[i], plan[i]);
+    if (plan[i] == Kernel::kFused) continue;  // run by the fused kernel before it
+    const Status s = launch(graph, i, plan[i]);
     if (!s.ok()) return s.with_context(fmt::format("op {} ({})", i, hal::op_name(graph.ops[i].kind)));
     kernels_used_.insert(std::string(kernel_name(plan[i])));
   }
@@ -105,7 +106,7 @@ Status CudaBackend::read_logits(const hal::Graph& graph, std::span<float> logits
 Status CudaBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
-  BITNET_ASSIGN_OR_RETURN(const std::vector<Kernel> plan, plan_graph(graph, weight_info_, prop_.major));
+  BITNET_ASSIGN_OR_RETURN(const std::vector<Kernel> plan, plan_graph(graph, weight_info_, prop_.major, fuse_));
   Status s;
   const StepInputs in = step_inputs(graph, plan, s);
   BITNET_RETURN_IF_ERROR(s);

@@ -12,7 +12,20 @@ Status launched(GpuError e, Kernel k) { return cuda_status(e, kernel_name(k)); }
 
 }  // namespace
 
-Status CudaBackend::launch(const hal::Graph& graph, const hal::Op& op, Kernel kernel) {
+Status CudaBackend::launch_fused(const hal::Graph& graph, size_t i, Kernel kernel) {
+  const bool gated = kernel == Kernel::kGateNormQuant;
+  const hal::Op& first = graph.ops[i];
+  const hal::Op& norm = gated ? graph.ops[i + 1] : first;
+  const hal::Op& quant = graph.ops[gated ? i + 2 : i + 1];
+  const hal::ActDesc& d = desc(graph, quant.dst);
+  float* normed = fused_normed(graph, i, kernel) ? f32(norm.dst) : nullptr;
+  const Gate gate = !gated ? Gate::kNone : first.kind == hal::OpKind::kRelu2Mul ? Gate::kRelu2 : Gate::kSilu;
+  return launched(gated_rms_norm_quant(gate, f32(first.a), gated ? f32(first.b) : nullptr, weight(norm.w).f32(), d.n_rows,
+                                       d.n_cols, norm.eps, q8(quant.dst), normed, stream_), kernel);
+}
+
+Status CudaBackend::launch(const hal::Graph& graph, size_t index, Kernel kernel) {
+  const hal::Op& op = graph.ops[index];
   const auto elems = [&](hal::ActId id) { return desc(graph, id).n_rows * desc(graph, id).n_cols; };
   switch (kernel) {
     case Kernel::kEmbed:
@@ -70,6 +83,9 @@ Status CudaBackend::launch(const hal::Graph& graph, const hal::Op& op, Kernel ke
     case Kernel::kRelu2Mul: return launched(relu2_mul(f32(op.a), f32(op.b), elems(op.dst), f32(op.dst), stream_), kernel);
     case Kernel::kAdd: return launched(add(f32(op.a), f32(op.b), elems(op.dst), f32(op.dst), stream_), kernel);
     case Kernel::kCopy: return copy_rows(graph, op);
+    case Kernel::kNormQuant:
+    case Kernel::kGateNormQuant: return launch_fused(graph, index, kernel);
+    case Kernel::kFused: return {};
   }
   return internal_error("cuda: unknown kernel");
 }

@@ -40,6 +40,9 @@ std::string_view kernel_name(Kernel k) {
     case Kernel::kRelu2Mul: return "cuda:relu2_mul";
     case Kernel::kAdd: return "cuda:add";
     case Kernel::kCopy: return "cuda:copy";
+    case Kernel::kNormQuant: return "cuda:rms_norm_quant";
+    case Kernel::kGateNormQuant: return "cuda:gated_rms_norm_quant";
+    case Kernel::kFused: return "cuda:fused";
   }
   return "cuda:unknown";
 }
@@ -97,7 +100,67 @@ Result<ActLayout> act_layout(const hal::ActDesc& d) {
   return l;
 }
 
-Result<std::vector<Kernel>> plan_graph(const hal::Graph& g, std::span<const WeightInfo> weights, int cc_major) {
+bool read_later(const hal::Graph& g, size_t from, hal::ActId id) {
+  for (size_t k = from; k < g.ops.size(); ++k) {
+    const hal::Op& op = g.ops[k];
+    if (op.a == id || op.b == id) return true;
+    if (op.dst != id) continue;
+    switch (op.kind) {
+      case hal::OpKind::kScale:
+      case hal::OpKind::kBias:
+      case hal::OpKind::kRope:
+        return true;  // in place: reads dst
+      default:
+        return false;  // rewritten whole
+    }
+  }
+  return id == g.logits;
+}
+
+bool fused_normed(const hal::Graph& g, size_t i, Kernel k) {
+  const hal::Op& first = g.ops[i];
+  const hal::Op& norm = k == Kernel::kGateNormQuant ? g.ops[i + 1] : first;
+  const hal::ActId inputs[2] = {first.a, k == Kernel::kGateNormQuant ? first.b : hal::kNone};
+  return norm.dst != inputs[0] && norm.dst != inputs[1];
+}
+
+namespace {
+
+// Fuses what plan_graph's comment says, in place in `plan`.
+void fuse_norms(const hal::Graph& g, std::vector<Kernel>& plan) {
+  const auto whole_norm_then_quant = [&](size_t j) {
+    if (j + 1 >= g.ops.size()) return false;
+    const hal::Op& n = g.ops[j];
+    const hal::Op& q = g.ops[j + 1];
+    return plan[j] == Kernel::kRmsNorm && n.n_head <= 0 && plan[j + 1] == Kernel::kQuantize && q.a == n.dst;
+  };
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const hal::Op& op = g.ops[i];
+    const bool gate = (plan[i] == Kernel::kRelu2Mul || plan[i] == Kernel::kSiluMul) && whole_norm_then_quant(i + 1) &&
+                      g.ops[i + 1].a == op.dst;
+    if (gate) {
+      const hal::ActId h = op.dst, n = g.ops[i + 1].dst;
+      // The gate's output is not written: nothing may read it (unless the norm rewrote it).
+      const bool h_ok = n == h || !read_later(g, i + 2, h);
+      const bool n_ok = fused_normed(g, i, Kernel::kGateNormQuant) || !read_later(g, i + 3, n);
+      if (h_ok && n_ok) {
+        plan[i] = Kernel::kGateNormQuant;
+        plan[i + 1] = plan[i + 2] = Kernel::kFused;
+        i += 2;
+        continue;
+      }
+    }
+    if (whole_norm_then_quant(i) && (fused_normed(g, i, Kernel::kNormQuant) || !read_later(g, i + 2, op.dst))) {
+      plan[i] = Kernel::kNormQuant;
+      plan[i + 1] = Kernel::kFused;
+      ++i;
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::vector<Kernel>> plan_graph(const hal::Graph& g, std::span<const WeightInfo> weights, int cc_major, bool fuse) {
   std::vector<Kernel> plan;
   plan.reserve(g.ops.size());
   const auto act = [&](hal::ActId id) -> const hal::ActDesc& { return g.acts[static_cast<size_t>(id)]; };
@@ -158,6 +221,7 @@ Result<std::vector<Kernel>> plan_graph(const hal::Graph& g, std::span<const Weig
     }
     plan.push_back(k);
   }
+  if (fuse) fuse_norms(g, plan);
   return plan;
 }
 

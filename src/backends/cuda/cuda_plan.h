@@ -57,6 +57,10 @@ enum class Kernel : uint8_t {
   kRelu2Mul,
   kAdd,
   kCopy,          // cudaMemcpyAsync device to device (copy_rows, get_rows)
+  // Fusions of consecutive ops into the fused kernels (see plan_graph):
+  kNormQuant,     // rms_norm + quantize_act: rms_norm_quant with the gain
+  kGateNormQuant, // relu2_mul / silu_mul + rms_norm + quantize_act: gated_rms_norm_quant
+  kFused,         // an op run by the fused kernel of an op before it: no launch
 };
 std::string_view kernel_name(Kernel k);
 
@@ -70,8 +74,21 @@ bool attention_head_dim_ok(int32_t head_dim);
 Kernel choose_ternary_kernel(int64_t n_tokens, int cc_major, int64_t n_cols, int64_t scale_block);
 
 // The kernel of each op of a graph that hal::validate_graph accepted, or kUnsupported for the
-// first op the kernels cannot run.
-Result<std::vector<Kernel>> plan_graph(const hal::Graph& graph, std::span<const WeightInfo> weights, int cc_major);
+// first op the kernels cannot run. With `fuse`, a whole-row rms_norm followed by the
+// quantize_act of its output becomes kNormQuant (the quantize kFused), and a relu2_mul or
+// silu_mul in front of such a pair kGateNormQuant (the two after it kFused), where that
+// changes nothing another op reads: the fused kernels do not write the gate's output, and
+// write the norm's output only where it does not alias their inputs (fused_normed).
+Result<std::vector<Kernel>> plan_graph(const hal::Graph& graph, std::span<const WeightInfo> weights, int cc_major,
+                                       bool fuse = true);
+
+// Whether the fused kernel starting at op i (kNormQuant or kGateNormQuant) writes the norm's
+// output activation (else it passes no `normed` buffer): where it is not one of its inputs.
+bool fused_normed(const hal::Graph& graph, size_t i, Kernel k);
+
+// Whether activation `id` is read by op `from` or a later one before an op rewrites it whole
+// (the graph's logits count as read at the end).
+bool read_later(const hal::Graph& graph, size_t from, hal::ActId id);
 
 // One activation's device block: F32 = [n_rows][n_cols] floats at 0; Q8 = int8 rows at 0,
 // then [n_rows] scales, then [n_rows][n_cols / 64] int32 chunk sums, each at a 256-byte offset.

@@ -105,12 +105,18 @@ struct Net {
 
 TEST(CudaPlan, EveryOpOfALayerGetsItsKernel) {
   const Net decode(1);
-  const auto plan = plan_graph(decode.g, decode.w, 8);
+  const auto plan = plan_graph(decode.g, decode.w, 8, false);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const std::vector<Kernel> want = {Kernel::kEmbed, Kernel::kRmsNorm, Kernel::kQuantize, Kernel::kW2a8Gemv,
                                     Kernel::kScale, Kernel::kBias, Kernel::kRope, Kernel::kStoreKv,
                                     Kernel::kAttention, Kernel::kAdd, Kernel::kMatmulFloat};
   EXPECT_EQ(*plan, want);
+  // Fused: the norm's output is another activation, so it is written and the pair fuses.
+  std::vector<Kernel> fused = want;
+  fused[1] = Kernel::kNormQuant;
+  fused[2] = Kernel::kFused;
+  EXPECT_EQ(*plan_graph(decode.g, decode.w, 8), fused);
+  EXPECT_TRUE(fused_normed(decode.g, 1, Kernel::kNormQuant));
   const Net prefill(64);
   EXPECT_EQ((*plan_graph(prefill.g, prefill.w, 8))[3], Kernel::kW2a8Mma);
   EXPECT_EQ((*plan_graph(prefill.g, prefill.w, 7))[3], Kernel::kW2a8Gemv);
@@ -210,6 +216,79 @@ TEST(CudaPlan, StepSignatureIgnoresPositionsAndTokensOnly) {
   const KvAddressing paged{false, 4};
   EXPECT_NE(step_signature(a.g, id, 1), step_signature(a.g, paged, 1));
   EXPECT_NE(step_signature(a.g, paged, 4), step_signature(a.g, paged, 5));  // other block tables' sizes
+}
+
+// BitNet's FFN tail as model/arch builds it: gate = relu2(gate) * up in place, the sub-norm in
+// place, the down projection's int8 input, the product, the residual add.
+struct Ffn {
+  hal::Graph g;
+  std::vector<WeightInfo> w = {{WeightKind::kF32, 256, 1, 0}, {WeightKind::kTernary, 256, 128, 256}};
+  hal::ActId gate, up, q8, out, x;
+  explicit Ffn(hal::OpKind act = OpKind::kRelu2Mul) {
+    g.n_tokens = 2;
+    const auto a = [&](ActType t, int64_t cols) {
+      g.acts.push_back({"a", t, 2, cols});
+      return static_cast<hal::ActId>(g.acts.size() - 1);
+    };
+    gate = a(ActType::kF32, 256), up = a(ActType::kF32, 256), q8 = a(ActType::kQ8, 256), out = a(ActType::kF32, 128),
+    x = a(ActType::kF32, 128);
+    g.ops = {{.kind = act, .dst = gate, .a = gate, .b = up},
+             {.kind = OpKind::kRmsNorm, .dst = gate, .a = gate, .w = 0, .eps = 1e-5f},
+             {.kind = OpKind::kQuantizeAct, .dst = q8, .a = gate},
+             {.kind = OpKind::kMatmul, .dst = out, .a = q8, .w = 1},
+             {.kind = OpKind::kAdd, .dst = x, .a = x, .b = out}};
+    g.logits = x;
+  }
+};
+
+TEST(CudaPlan, FusesTheFfnGateNormAndQuantizationWhereNothingReadsWhatIsSkipped) {
+  for (OpKind act : {OpKind::kRelu2Mul, OpKind::kSiluMul}) {
+    const Ffn f(act);
+    const auto plan = plan_graph(f.g, f.w, 8);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ((*plan)[0], Kernel::kGateNormQuant);
+    EXPECT_EQ((*plan)[1], Kernel::kFused);
+    EXPECT_EQ((*plan)[2], Kernel::kFused);
+    EXPECT_EQ((*plan)[3], Kernel::kW2a8Gemv);
+    // The norm's output is the gate's input: not written (it would alias the kernel's input).
+    EXPECT_FALSE(fused_normed(f.g, 0, Kernel::kGateNormQuant));
+  }
+  // The normed gate read again after the quantization (a float product): no fusion of the gate
+  // (its normed output would be lost); the norm alone cannot fuse either (in place, read later).
+  Ffn read(OpKind::kRelu2Mul);
+  read.g.ops.push_back({.kind = OpKind::kAdd, .dst = read.gate, .a = read.gate, .b = read.up});
+  const auto plan = plan_graph(read.g, read.w, 8);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ((*plan)[0], Kernel::kRelu2Mul);
+  EXPECT_EQ((*plan)[1], Kernel::kRmsNorm);
+  EXPECT_EQ((*plan)[2], Kernel::kQuantize);
+  // The norm into another activation: the gate fuses, writing the normed rows there; the gate's
+  // own output is then unread (rewritten by nothing before the end, and not the logits).
+  Ffn other(OpKind::kRelu2Mul);
+  other.g.ops[1].dst = other.up;
+  other.g.ops[2].a = other.up;
+  const auto p2 = plan_graph(other.g, other.w, 8);
+  EXPECT_EQ((*p2)[0], Kernel::kGateNormQuant);
+  EXPECT_FALSE(fused_normed(other.g, 0, Kernel::kGateNormQuant));  // `up` is the gate's b input
+  // ... but if the gate's output is read later the gate stays apart; the norm (out of place,
+  // into `up`) and the quantization still fuse, writing the normed rows.
+  other.g.ops.push_back({.kind = OpKind::kAdd, .dst = other.x, .a = other.x, .b = other.gate});
+  const auto p3 = plan_graph(other.g, other.w, 8);
+  EXPECT_EQ((*p3)[0], Kernel::kRelu2Mul);
+  EXPECT_EQ((*p3)[1], Kernel::kNormQuant);
+  EXPECT_EQ((*p3)[2], Kernel::kFused);
+  EXPECT_TRUE(fused_normed(other.g, 1, Kernel::kNormQuant));
+}
+
+TEST(CudaPlan, ReadLater) {
+  const Ffn f;
+  EXPECT_TRUE(read_later(f.g, 3, f.q8));
+  EXPECT_FALSE(read_later(f.g, 4, f.q8));
+  EXPECT_TRUE(read_later(f.g, 4, f.x));  // read by the add, and the logits
+  EXPECT_FALSE(read_later(f.g, 3, f.gate));
+  Ffn scaled;
+  scaled.g.ops.push_back({.kind = OpKind::kScale, .dst = scaled.gate, .w = 0});
+  EXPECT_TRUE(read_later(scaled.g, 3, scaled.gate));  // in place: reads its dst
 }
 
 }  // namespace
