@@ -121,6 +121,7 @@ class CudaBackend final : public hal::Backend {
   bool graphs_ = true;         // CudaOptions::graphs, off after a capture failed
   bool fuse_ = true;           // CudaOptions::fuse
   std::unique_ptr<CapturedStep> captured_;
+  std::string last_signature_;  // of the last step not replayed
   std::set<std::string> kernels_used_;
 };
 

@@ -1,8 +1,10 @@
-// Decode steps as CUDA graphs: the first step of a signature (cuda_plan.h step_signature) is
-// captured from the backend's stream into a graph, with activation and input blocks of its own
-// that stay with it; the following steps of that signature upload their inputs into those
-// blocks and replay the graph, one launch instead of one per op. A step of another signature
-// replaces it. When capture fails (an API the capture does not take, a driver that refuses),
+// Decode steps as CUDA graphs: the second of two consecutive steps of one signature
+// (cuda_plan.h step_signature) is captured from the backend's stream into a graph, with
+// activation and input blocks of its own that stay with it; the following steps of that
+// signature upload their inputs into those blocks and replay the graph, one launch instead of
+// one per op. Steps of other signatures run with plain launches beside it (a prompt chunk
+// between decode steps leaves it in place); two consecutive steps of another signature replace
+// it. One-off shapes are never captured. When capture fails (an API the capture does not take, a driver that refuses),
 // the step runs with plain launches and capture is not tried again.
 #include <fmt/format.h>
 
@@ -26,6 +28,7 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
   if (captured_ && captured_->signature == signature) {
     // Replay: the same blocks, this step's inputs.
     handled = true;
+    last_signature_ = std::move(signature);
     cur_ = &captured_->buffers;
     Status s = upload_inputs(graph, tokens, in, captured_->buffers);
     if (s.ok()) s = cuda_status(cudaGraphLaunch(captured_->exec, stream_), "cudaGraphLaunch");
@@ -33,6 +36,10 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
     if (!s.ok()) drop_captured();
     if (s.ok()) kernels_used_.insert("cuda:graph_replay");
     return s;
+  }
+  if (signature != last_signature_) {
+    last_signature_ = std::move(signature);  // seen once: plain launches
+    return {};
   }
   drop_captured();
   auto step = std::make_unique<CapturedStep>();
