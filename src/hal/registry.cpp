@@ -17,6 +17,9 @@
 #if BITNET_HAVE_CUDA
 #include "backends/cuda/cuda_probe.h"
 #endif
+#if BITNET_HAVE_CUDA_BACKEND
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace bitnet::hal {
 
@@ -123,6 +126,9 @@ Result<std::unique_ptr<Backend>> create_backend(const DeviceInfo& device, const 
 #endif
 #if BITNET_HAVE_VULKAN
   if (device.backend == "vulkan") return vulkan::make_backend(device.index);
+#endif
+#if BITNET_HAVE_CUDA_BACKEND
+  if (device.backend == "cuda") return cuda::make_backend(device.index);
 #endif
   return unavailable(fmt::format("backend {} cannot run in this build", device.backend));
 }

@@ -3,6 +3,10 @@
 // any test-only interface: random F32 tables sit in the weight table and each graph starts
 // with embed ops (tokens select rows), then the op under test, whose output is the graph's
 // "logits". A backend whose runtime is missing makes these tests report skipped.
+// Built a second time with BITNET_BACKEND_OPS_ONLY="cuda" (cuda_backend_ops_test, ctest label
+// gpu): only that backend's devices are compared, the CPU reference keeps an F16 KV cache as the
+// CUDA backend does, and an op the CUDA kernels refuse with kUnsupported (attention over heads
+// of other than 64, 128 or 256) reports that case skipped on it, with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +18,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include "backends/cpu/cpu_backend.h"
 #include "core/fp16.h"
@@ -26,6 +31,14 @@ namespace {
 using hal::ActId;
 using hal::ActType;
 using hal::OpKind;
+
+#ifdef BITNET_BACKEND_OPS_ONLY
+constexpr std::string_view kOnlyBackend = BITNET_BACKEND_OPS_ONLY;
+#else
+constexpr std::string_view kOnlyBackend{};
+#endif
+// The KV cache type asked of every backend, the CPU reference included.
+constexpr hal::KvType kKvType = kOnlyBackend == "cuda" ? hal::KvType::kF16 : hal::KvType::kF32;
 
 // Weights of a test case, owning their bytes.
 struct Weights {
@@ -445,7 +458,9 @@ std::vector<OpCase> make_cases() {
 std::vector<hal::DeviceInfo> runnable_gpu_devices(std::string& why_none) {
   std::vector<hal::DeviceInfo> out;
   for (const hal::BackendProbe& p : hal::probe_backends({})) {
-    if (p.backend == "cpu") continue;
+    if (p.backend == "cpu" || (!kOnlyBackend.empty() && p.backend != kOnlyBackend)) continue;
+    // CUDA keeps an F16 KV cache: it runs in its own build of this test, against an F16 reference.
+    if (kOnlyBackend.empty() && p.backend == "cuda") continue;
     if (!p.available) {
       why_none += p.backend + ": " + (p.compiled ? p.reason : "not compiled in") + "; ";
       continue;
@@ -455,12 +470,13 @@ std::vector<hal::DeviceInfo> runnable_gpu_devices(std::string& why_none) {
   return out;
 }
 
-// Runs `c` on `b` (fresh weights and KV), returning each step's output.
-std::vector<std::vector<float>> run_case(hal::Backend& b, const OpCase& c, const Weights& w) {
+// Runs `c` on `b` (fresh weights and KV), returning each step's output. With `refused`, a
+// kUnsupported step stops the run and is returned there instead of failing.
+std::vector<std::vector<float>> run_case(hal::Backend& b, const OpCase& c, const Weights& w, Status* refused = nullptr) {
   std::vector<std::vector<float>> outs;
   EXPECT_TRUE(b.load_weights(w.table).ok());
   const int64_t n_embd_kv = c.n_embd_kv > 0 ? c.n_embd_kv : 1;
-  EXPECT_TRUE(b.init_kv({c.n_layer, c.n_ctx, n_embd_kv}).ok());
+  EXPECT_TRUE(b.init_kv({c.n_layer, c.n_ctx, n_embd_kv, kKvType}).ok());
   int64_t pos = 0;
   for (int64_t n : c.steps) {
     const hal::Graph g = c.graph(pos, n);
@@ -468,6 +484,10 @@ std::vector<std::vector<float>> run_case(hal::Backend& b, const OpCase& c, const
     const hal::ActDesc& out = g.acts[static_cast<size_t>(g.logits)];
     std::vector<float> y(static_cast<size_t>(out.n_rows * out.n_cols));
     const Status s = b.compute(g, tokens, y);
+    if (refused != nullptr && s.code() == StatusCode::kUnsupported) {
+      *refused = s;
+      return outs;
+    }
     EXPECT_TRUE(s.ok()) << s.to_string();
     outs.push_back(std::move(y));
     pos += n;
@@ -480,7 +500,10 @@ class BackendOps : public testing::TestWithParam<std::string> {};
 TEST_P(BackendOps, EveryRunnableBackendMatchesTheCpuReference) {
   std::string why_none;
   const std::vector<hal::DeviceInfo> devices = runnable_gpu_devices(why_none);
-  if (devices.empty()) GTEST_SKIP() << "no runnable backend besides the CPU (" << why_none << ")";
+  if (devices.empty()) {
+    GTEST_SKIP() << "no runnable " << (kOnlyBackend.empty() ? "backend besides the CPU" : std::string(kOnlyBackend) + " device")
+                 << " (" << why_none << ")";
+  }
   const std::vector<OpCase> cases = make_cases();
   const auto it = std::find_if(cases.begin(), cases.end(), [&](const OpCase& c) { return c.name == GetParam(); });
   ASSERT_NE(it, cases.end());
@@ -500,7 +523,12 @@ TEST_P(BackendOps, EveryRunnableBackendMatchesTheCpuReference) {
         continue;
       }
     }
-    const auto got = run_case(**backend, c, w);
+    Status refused;
+    const auto got = run_case(**backend, c, w, d.backend == "cuda" ? &refused : nullptr);
+    if (!refused.ok()) {
+      std::printf("[ SKIPPED  ] %s on %s: %s\n", c.name.c_str(), d.id.c_str(), refused.to_string().c_str());
+      continue;
+    }
     ASSERT_EQ(got.size(), want.size());
     int64_t pos = 0;
     for (size_t s = 0; s < want.size(); ++s) {
@@ -553,9 +581,12 @@ struct Token {
   int32_t pos;
 };
 
+// Head size of the paged test: 64, which every GPU backend's attention takes.
+constexpr int32_t kPagedDim = 64;
+
 hal::Graph paged_graph(const std::array<hal::WeightId, 3>& w, std::span<const Token> tokens,
                        const std::vector<std::vector<int32_t>>& tables, bool alone, int64_t pos0) {
-  constexpr int32_t kHeads = 4, kHeadsKv = 2, kDim = 32;
+  constexpr int32_t kHeads = 4, kHeadsKv = 2, kDim = kPagedDim;
   GraphMaker m;
   const auto t = static_cast<int64_t>(tokens.size());
   m.g.n_tokens = t;
@@ -592,21 +623,23 @@ TEST(PagedKv, TwoSequencesInOneStepEqualEachAlone) {
   std::mt19937 rng(77);
   Weights w;
   std::array<hal::WeightId, 3> ids{};
-  ids[0] = w.add_f32(4 * 32, 64, rng);
-  ids[1] = w.add_f32(2 * 32, 64, rng);
-  ids[2] = w.add_f32(2 * 32, 64, rng);
+  ids[0] = w.add_f32(4 * kPagedDim, 64, rng);
+  ids[1] = w.add_f32(2 * kPagedDim, 64, rng);
+  ids[2] = w.add_f32(2 * kPagedDim, 64, rng);
   const std::vector<std::vector<int32_t>> tables = {{5, 2}, {0, 7}};  // sequence 0: 13 positions, 1: 10
   // Two steps, the sequences' tokens interleaved.
   std::vector<std::vector<Token>> steps(2);
   for (int32_t p = 0; p < 13; ++p) steps[p < 9 ? 0 : 1].push_back({0, p});
   for (int32_t p = 0; p < 10; ++p) steps[p < 5 ? 0 : 1].insert(steps[p < 5 ? 0 : 1].begin() + 2 * (p % 5), Token{1, p});
-  constexpr int64_t kRow = 4 * 32;
+  constexpr int64_t kRow = 4 * kPagedDim;
 
   std::vector<std::pair<std::string, std::unique_ptr<hal::Backend>>> backends;
+  std::string why_none;
+  const std::vector<hal::DeviceInfo> gpus = runnable_gpu_devices(why_none);
+  if (!kOnlyBackend.empty() && gpus.empty()) GTEST_SKIP() << "no " << kOnlyBackend << " device (" << why_none << ")";
   backends.emplace_back("cpu-scalar", cpu::make_cpu_backend({1, "scalar"}));
   backends.emplace_back("cpu", cpu::make_cpu_backend({2, ""}));
-  std::string why_none;
-  for (const hal::DeviceInfo& d : runnable_gpu_devices(why_none)) {
+  for (const hal::DeviceInfo& d : gpus) {
     auto b = hal::create_backend(d, {1, ""});
     ASSERT_TRUE(b.ok()) << d.id << ": " << b.status().to_string();
     backends.emplace_back(d.id, std::move(*b));
@@ -617,7 +650,7 @@ TEST(PagedKv, TwoSequencesInOneStepEqualEachAlone) {
     std::map<std::pair<int, int32_t>, std::vector<float>> alone;
     for (int seq = 0; seq < 2; ++seq) {
       ASSERT_TRUE(b->load_weights(w.table).ok());
-      ASSERT_TRUE(b->init_kv({1, 64, 2 * 32}).ok());
+      ASSERT_TRUE(b->init_kv({1, 64, 2 * kPagedDim, kKvType}).ok());
       for (const auto& step : steps) {
         std::vector<Token> mine;
         for (const Token& t : step) if (t.seq == seq) mine.push_back(t);
@@ -632,7 +665,7 @@ TEST(PagedKv, TwoSequencesInOneStepEqualEachAlone) {
     }
     // Both at once, paged.
     ASSERT_TRUE(b->load_weights(w.table).ok());
-    ASSERT_TRUE(b->init_kv({1, 64, 2 * 32, hal::KvType::kF32, 8}).ok());
+    ASSERT_TRUE(b->init_kv({1, 64, 2 * kPagedDim, kKvType, 8}).ok());
     double worst = 0.0;
     for (const auto& step : steps) {
       const hal::Graph g = paged_graph(ids, step, tables, false, 0);

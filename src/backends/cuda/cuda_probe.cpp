@@ -50,12 +50,13 @@ hal::BackendProbe probe() {
   }
   p.available = !p.devices.empty();
   if (!p.available) p.reason = "no CUDA device answered cudaGetDeviceProperties";
-  // The CUDA kernels are built, but no hal::Backend runs them yet (issue 12): devices are
-  // listed, none can run.
+#if !BITNET_CUDA_BACKEND
+  // Built without nvcc: the kernels and the backend that runs them are not in this binary.
   if (p.available) {
     p.available = false;
-    p.reason = "CUDA devices found, but this build has no CUDA backend yet (kernels only)";
+    p.reason = "CUDA devices found, but this build has no CUDA kernels (no CUDA compiler at configure time)";
   }
+#endif
   return p;
 }
 

@@ -7,6 +7,9 @@
 #include <string>
 
 #include "backends/cuda/cuda_probe.h"
+#if BITNET_CUDA_BACKEND
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace bitnet::cuda {
 namespace {
@@ -35,11 +38,38 @@ TEST(CudaProbe, SaysWhyCudaIsUnavailableOrListsTheDevices) {
       EXPECT_TRUE(d.is_gpu);
       EXPECT_FALSE(d.compute_capability.empty());
     }
-    // The backend is not wired into the HAL yet (issue 12): listed, not runnable.
-    EXPECT_FALSE(p.available);
+#if BITNET_CUDA_BACKEND
+    EXPECT_EQ(p.available, count > 0) << p.reason;  // the backend runs them
+#else
+    EXPECT_FALSE(p.available);  // no kernels in this build: listed, not runnable
     EXPECT_FALSE(p.reason.empty());
+#endif
   }
 }
+
+#if BITNET_CUDA_BACKEND
+// Without a driver or device (this project's build machines), creating the backend is
+// kUnavailable with the runtime's reason, the error that makes the engine fall back to the
+// next candidate; with a device, device 0 opens and a device past the last is kUnavailable.
+TEST(CudaProbe, MakeBackendIsUnavailableWithoutADevice) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  auto b = make_backend(0);
+  if (err != cudaSuccess || count == 0) {
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code(), StatusCode::kUnavailable) << b.status().to_string();
+    if (err != cudaSuccess) {
+      EXPECT_NE(b.status().message().find(cudaGetErrorName(err)), std::string::npos) << b.status().message();
+    }
+  } else {
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_EQ((*b)->info().name, "cuda");
+  }
+  auto past = make_backend(count + 1);
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.status().code(), StatusCode::kUnavailable);
+}
+#endif
 
 }  // namespace
 }  // namespace bitnet::cuda

@@ -29,6 +29,10 @@ __global__ void relu2_mul_kernel(const float* a, const float* b, int64_t n, floa
   BITNET_GRID_STRIDE(i, n) dst[i] = relu2(a[i], b[i]);
 }
 
+__global__ void add_row_kernel(float* x, const float* row, int64_t n, int64_t n_cols) {
+  BITNET_GRID_STRIDE(i, n) x[i] += row[i % n_cols];
+}
+
 __global__ void scale_kernel(float* x, const float* scale, int64_t n) {
   const float s = *scale;
   BITNET_GRID_STRIDE(i, n) x[i] *= s;
@@ -134,6 +138,12 @@ GpuError silu_mul(const float* a, const float* b, int64_t n, float* dst, GpuStre
 GpuError relu2_mul(const float* a, const float* b, int64_t n, float* dst, GpuStream stream) {
   if (n <= 0) return kGpuInvalidValue;
   relu2_mul_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, dst);
+  return launch_status();
+}
+
+GpuError add_row(float* x, const float* row, int64_t n_rows, int64_t n_cols, GpuStream stream) {
+  if (n_rows <= 0 || n_cols <= 0) return kGpuInvalidValue;
+  add_row_kernel<<<blocks_for(n_rows * n_cols), kThreads, 0, stream>>>(x, row, n_rows * n_cols, n_cols);
   return launch_status();
 }
 

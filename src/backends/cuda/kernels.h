@@ -80,6 +80,8 @@ GpuError embed_rows(const FloatWeightView& w, const int32_t* tokens, int64_t n_t
 GpuError add(const float* a, const float* b, int64_t n, float* dst, GpuStream stream);
 GpuError silu_mul(const float* a, const float* b, int64_t n, float* dst, GpuStream stream);
 GpuError relu2_mul(const float* a, const float* b, int64_t n, float* dst, GpuStream stream);
+// x[t][i] += row[i] for every row t of x [n_rows][n_cols] (linear biases). In place.
+GpuError add_row(float* x, const float* row, int64_t n_rows, int64_t n_cols, GpuStream stream);
 // x[i] *= *scale (a device scalar: the per-linear .scale tensors).
 GpuError scale_by(float* x, const float* scale, int64_t n, GpuStream stream);
 

@@ -1,0 +1,145 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_backend_impl.h"
+
+namespace bitnet::cuda {
+
+Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& options) {
+  const int device_index = options.device_index;
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);  // without a driver: an error, count untouched
+  if (err != cudaSuccess) return unavailable(fmt::format("cuda: {} ({})", cudaGetErrorName(err), cudaGetErrorString(err)));
+  if (device_index < 0 || device_index >= count) {
+    return unavailable(fmt::format("cuda: no device {} ({} device(s))", device_index, count));
+  }
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  b->device_ = device_index;
+  b->graphs_ = options.graphs;
+  b->fuse_ = options.fuse;
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_index), "cudaSetDevice"));
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&b->prop_, device_index), "cudaGetDeviceProperties"));
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  b->pool_ = std::make_unique<DevicePool>(DeviceAllocator{
+      [](uint64_t bytes) -> void* {
+        void* p = nullptr;
+        if (cudaMalloc(&p, bytes) != cudaSuccess) {
+          (void)cudaGetLastError();
+          return nullptr;
+        }
+        return p;
+      },
+      [](void* p) { cudaFree(p); }});
+  return std::unique_ptr<hal::Backend>(std::move(b));
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (pool_) {
+    drop_captured();
+    release_buffers(step_, true);
+    pool_.reset();
+  }
+  weights_.clear();
+  k_cache_.clear();
+  v_cache_.clear();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+hal::BackendInfo CudaBackend::info() const {
+  return {"cuda", fmt::format("{} (cc {}.{}, {} SMs, {} MiB)", prop_.name, prop_.major, prop_.minor,
+                              prop_.multiProcessorCount, prop_.totalGlobalMem >> 20), 1};
+}
+
+Status CudaBackend::load_weights(std::span<const hal::WeightDesc> weights) {
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  drop_captured();  // its launches point at the old weights
+  weights_.clear();
+  weight_info_.clear();
+  weight_bytes_ = 0;
+  weights_.reserve(weights.size());
+  for (const hal::WeightDesc& d : weights) {
+    auto w = upload_weight(d);
+    if (!w.ok()) {
+      weights_.clear();
+      weight_info_.clear();
+      weight_bytes_ = 0;
+      return w.status();
+    }
+    weight_bytes_ += w->device_bytes();
+    weight_info_.push_back(w->info);
+    weights_.push_back(std::move(w).value());
+  }
+  shapes_ = hal::weight_shapes(weights);
+  // cudaMemcpy from pageable memory may return before the copy lands, on the legacy stream,
+  // which the backend's non-blocking stream does not wait for: finish it here.
+  return cuda_status(cudaDeviceSynchronize(), "uploading the weights");
+}
+
+Status CudaBackend::init_kv(const hal::KvShape& shape) {
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  drop_captured();  // its launches point at the old cache
+  k_cache_.clear();
+  v_cache_.clear();
+  kv_ = {};
+  if (shape.n_layer <= 0 || shape.n_ctx <= 0 || shape.n_embd_kv <= 0) {
+    return invalid_argument(fmt::format("cuda: KV cache of {} layers x {} positions x {}", shape.n_layer, shape.n_ctx,
+                                        shape.n_embd_kv));
+  }
+  if (shape.block_size > 0 && (shape.n_ctx % shape.block_size != 0 || (shape.block_size & (shape.block_size - 1)) != 0)) {
+    return invalid_argument(fmt::format("cuda: KV blocks of {} positions in a cache of {}", shape.block_size, shape.n_ctx));
+  }
+  // F16 whatever was asked: attention_f16 is the only attention kernel (stats().kv_type).
+  const uint64_t layer_bytes = static_cast<uint64_t>(shape.n_ctx) * static_cast<uint64_t>(shape.n_embd_kv) * 2;
+  for (int32_t il = 0; il < shape.n_layer; ++il) {
+    for (std::vector<DeviceBuffer>* cache : {&k_cache_, &v_cache_}) {
+      auto b = DeviceBuffer::create(layer_bytes, "the KV cache");
+      Status s = b.ok() ? cuda_status(cudaMemset(b->get(), 0, layer_bytes), "clearing the KV cache") : b.status();
+      if (!s.ok()) {
+        k_cache_.clear();
+        v_cache_.clear();
+        return s.with_context(fmt::format("KV cache of {} MiB", 2 * layer_bytes * static_cast<uint64_t>(shape.n_layer) >> 20));
+      }
+      cache->push_back(std::move(b).value());
+    }
+  }
+  // The memsets run on the legacy stream, which the backend's stream does not wait for.
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaDeviceSynchronize(), "clearing the KV cache"));
+  kv_ = shape;
+  kv_.type = hal::KvType::kF16;
+  return {};
+}
+
+hal::BackendStats CudaBackend::stats() const {
+  hal::BackendStats s;
+  s.weight_bytes = weight_bytes_;
+  for (const DeviceBuffer& b : k_cache_) s.kv_bytes += b.bytes();
+  for (const DeviceBuffer& b : v_cache_) s.kv_bytes += b.bytes();
+  s.kv_type = hal::KvType::kF16;
+  const DevicePoolStats& p = pool_->stats();
+  s.pool_allocations = p.allocations;
+  s.pool_reuses = p.reuses;
+  s.pool_bytes = p.bytes;
+  s.pool_peak_bytes = p.peak_bytes;
+  return s;
+}
+
+void CudaBackend::release_scratch() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  drop_captured();
+  release_buffers(step_, true);
+  pool_->clear();
+}
+
+Result<std::unique_ptr<hal::Backend>> make_backend(const CudaOptions& options) { return CudaBackend::create(options); }
+
+Result<std::unique_ptr<hal::Backend>> make_backend(int device_index) {
+  CudaOptions o;
+  o.device_index = device_index;
+  return CudaBackend::create(o);
+}
+
+}  // namespace bitnet::cuda

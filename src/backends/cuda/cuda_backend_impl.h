@@ -1,0 +1,128 @@
+// The CUDA backend's class, shared by cuda_backend.cpp (setup, weights, KV cache),
+// cuda_compute.cpp (a step: buffers, uploads, launches, the logits) and cuda_ops.cpp (one op's
+// launch).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/attention_shape.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/cuda_weights.h"
+#include "backends/cuda/device_pool.h"
+#include "backends/cuda/kernels.h"
+#include "hal/backend.h"
+#include "hal/validate.h"
+
+namespace bitnet::cuda {
+
+// An activation of the step being run: its pooled block and the views into it.
+struct DeviceAct {
+  PoolBlock block;
+  ActLayout layout;
+  float* f32() const { return static_cast<float*>(block.ptr); }
+  Q8View q8() const {
+    auto* base = static_cast<uint8_t*>(block.ptr);
+    return {reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + layout.scale_offset),
+            reinterpret_cast<int32_t*>(base + layout.sum_offset)};
+  }
+};
+
+// The device blocks a step's launches point at: one per activation, and the inputs each step
+// uploads (token ids, KV addressing words, rope table) with the attention's split-K partials.
+struct StepBuffers {
+  std::vector<DeviceAct> acts;
+  PoolBlock tokens, kv_words, rope, attn_scratch;
+  KvRows kv_rows;              // device pointers into kv_words
+  AttentionShape attn_shape;
+};
+
+// The host side of a step's inputs, computed before anything is launched.
+struct StepInputs {
+  bool kv = false;             // the step stores or reads the KV cache
+  KvAddressing addressing;
+  std::vector<int32_t> kv_words;
+  std::vector<float> rope;     // empty without rope ops
+};
+
+// A decode step captured into a CUDA graph, with the blocks its launches point at (held until
+// a step of another signature replaces it, or release_scratch).
+struct CapturedStep {
+  std::string signature;
+  StepBuffers buffers;
+  cudaGraphExec_t exec = nullptr;
+};
+
+class CudaBackend final : public hal::Backend {
+ public:
+  static Result<std::unique_ptr<hal::Backend>> create(const CudaOptions& options);
+  ~CudaBackend() override;
+
+  hal::BackendInfo info() const override;
+  Status load_weights(std::span<const hal::WeightDesc> weights) override;
+  Status init_kv(const hal::KvShape& shape) override;
+  Status compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) override;
+  std::vector<std::string> kernels_used() const override { return {kernels_used_.begin(), kernels_used_.end()}; }
+  hal::BackendStats stats() const override;
+  uint64_t weight_bytes(hal::WeightId id) const override {
+    return id >= 0 && static_cast<size_t>(id) < weights_.size() ? weights_[static_cast<size_t>(id)].device_bytes() : 0;
+  }
+  void release_scratch() override;
+
+ private:
+  CudaBackend() = default;
+
+  // cuda_compute.cpp
+  StepInputs step_inputs(const hal::Graph& graph, const std::vector<Kernel>& plan, Status& status) const;
+  Status acquire_acts(const hal::Graph& graph, StepBuffers& b);
+  Status upload_inputs(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in, StepBuffers& b);
+  Status launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan);
+  Status read_logits(const hal::Graph& graph, std::span<float> logits);
+  Result<PoolBlock> scratch(PoolBlock& slot, uint64_t bytes);
+  Status upload(PoolBlock& slot, const void* host, uint64_t bytes);
+  void release_buffers(StepBuffers& b, bool inputs_too);
+  // cuda_graph.cpp: a decode step replayed from, or captured into, a CUDA graph; false in
+  // `handled` when the step is to run with plain launches.
+  Status run_graph(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in,
+                   const std::vector<Kernel>& plan, std::span<float> logits, bool& handled);
+  void drop_captured();
+  // cuda_ops.cpp
+  Status launch(const hal::Graph& graph, size_t index, Kernel kernel);
+  Status launch_fused(const hal::Graph& graph, size_t index, Kernel kernel);
+  Status launch_matmul(const hal::Graph& graph, const hal::Op& op, Kernel kernel);
+  Status copy_rows(const hal::Graph& graph, const hal::Op& op);
+
+  float* f32(hal::ActId id) const { return cur_->acts[static_cast<size_t>(id)].f32(); }
+  Q8View q8(hal::ActId id) const { return cur_->acts[static_cast<size_t>(id)].q8(); }
+  const hal::ActDesc& desc(const hal::Graph& g, hal::ActId id) const { return g.acts[static_cast<size_t>(id)]; }
+  const DeviceWeight& weight(hal::WeightId id) const { return weights_[static_cast<size_t>(id)]; }
+
+  int device_ = 0;
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<DevicePool> pool_;
+  std::vector<DeviceWeight> weights_;
+  std::vector<WeightInfo> weight_info_;   // for plan_graph
+  std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
+  uint64_t weight_bytes_ = 0;
+  hal::KvShape kv_;
+  std::vector<DeviceBuffer> k_cache_;  // per layer: [n_ctx][n_embd_kv] fp16
+  std::vector<DeviceBuffer> v_cache_;
+  // Plain launches: activation blocks taken from the pool for each step and given back after it;
+  // the input blocks kept between steps (freed by release_scratch).
+  StepBuffers step_;
+  StepBuffers* cur_ = &step_;  // the blocks of the step being launched
+  bool graphs_ = true;         // CudaOptions::graphs, off after a capture failed
+  bool fuse_ = true;           // CudaOptions::fuse
+  std::unique_ptr<CapturedStep> captured_;
+  std::string last_signature_;  // of the last step not replayed
+  std::set<std::string> kernels_used_;
+};
+
+}  // namespace bitnet::cuda

@@ -1,0 +1,126 @@
+// Running an op list: the plan (cuda_plan.h) checked before anything is launched, activation
+// blocks from the pool, the step's token ids, KV addressing and rope table uploaded, one
+// launch per op on the backend's stream, then the logits copied back and the stream synced.
+// Decode steps go through a captured CUDA graph where they can (cuda_graph.cpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "backends/cuda/cuda_backend_impl.h"
+
+namespace bitnet::cuda {
+
+namespace {
+
+bool uses(const std::vector<Kernel>& plan, Kernel k) { return std::find(plan.begin(), plan.end(), k) != plan.end(); }
+
+}  // namespace
+
+Result<PoolBlock> CudaBackend::scratch(PoolBlock& slot, uint64_t bytes) {
+  if (slot && slot.bytes >= bytes) return slot;
+  pool_->release(std::exchange(slot, {}));
+  BITNET_ASSIGN_OR_RETURN(slot, pool_->acquire(bytes));
+  return slot;
+}
+
+Status CudaBackend::upload(PoolBlock& slot, const void* host, uint64_t bytes) {
+  BITNET_RETURN_IF_ERROR(scratch(slot, bytes).status());
+  // From pageable memory: the call returns once the bytes are staged, so `host` may go.
+  return cuda_status(cudaMemcpyAsync(slot.ptr, host, bytes, cudaMemcpyHostToDevice, stream_), "upload of step inputs");
+}
+
+void CudaBackend::release_buffers(StepBuffers& b, bool inputs_too) {
+  for (DeviceAct& a : b.acts) pool_->release(std::exchange(a.block, {}));
+  b.acts.clear();
+  if (inputs_too) {
+    for (PoolBlock* p : {&b.tokens, &b.kv_words, &b.rope, &b.attn_scratch}) pool_->release(std::exchange(*p, {}));
+  }
+}
+
+StepInputs CudaBackend::step_inputs(const hal::Graph& graph, const std::vector<Kernel>& plan, Status& status) const {
+  StepInputs in;
+  in.kv = uses(plan, Kernel::kStoreKv) || uses(plan, Kernel::kAttention);
+  if (in.kv) {
+    const hal::KvRows rows = hal::resolve_kv(graph, kv_);
+    auto a = kv_addressing(graph, rows);
+    if (!a.ok()) {
+      status = a.status();
+      return in;
+    }
+    in.addressing = *a;
+    in.kv_words = kv_words(rows, in.addressing);
+  }
+  if (uses(plan, Kernel::kRope)) in.rope = rope_table(graph);
+  return in;
+}
+
+Status CudaBackend::acquire_acts(const hal::Graph& graph, StepBuffers& b) {
+  release_buffers(b, false);
+  b.acts.resize(graph.acts.size());
+  for (size_t i = 0; i < graph.acts.size(); ++i) {
+    BITNET_ASSIGN_OR_RETURN(b.acts[i].layout, act_layout(graph.acts[i]));
+    BITNET_ASSIGN_OR_RETURN(b.acts[i].block, pool_->acquire(b.acts[i].layout.bytes));
+  }
+  return {};
+}
+
+Status CudaBackend::upload_inputs(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in,
+                                  StepBuffers& b) {
+  BITNET_RETURN_IF_ERROR(upload(b.tokens, tokens.data(), tokens.size_bytes()));
+  if (in.kv) {
+    BITNET_RETURN_IF_ERROR(upload(b.kv_words, in.kv_words.data(), in.kv_words.size() * 4));
+    const auto* base = static_cast<const int32_t*>(b.kv_words.ptr);
+    const auto n = static_cast<size_t>(graph.n_tokens);
+    const bool id = in.addressing.identity;
+    b.kv_rows = {base, id ? nullptr : base + n, id ? nullptr : base + 2 * n, in.addressing.block_shift};
+  }
+  if (!in.rope.empty()) BITNET_RETURN_IF_ERROR(upload(b.rope, in.rope.data(), in.rope.size() * 4));
+  bool attention = false;
+  for (const hal::Op& op : graph.ops) attention = attention || op.kind == hal::OpKind::kAttention;
+  if (attention) {
+    const hal::AttentionParams& p = graph.attn;
+    b.attn_shape = {p.n_head, p.n_head_kv, p.head_dim, static_cast<int64_t>(p.n_head_kv) * p.head_dim, p.kq_scale, 1, 0};
+    choose_attention_split(b.attn_shape, kv_.n_ctx, prop_.multiProcessorCount);
+    const auto floats = static_cast<uint64_t>(attention_scratch_floats(b.attn_shape, graph.n_tokens));
+    BITNET_RETURN_IF_ERROR(scratch(b.attn_scratch, floats * 4).status());
+  }
+  return {};
+}
+
+Status CudaBackend::launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan) {
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    if (plan[i] == Kernel::kFused) continue;  // run by the fused kernel before it
+    const Status s = launch(graph, i, plan[i]);
+    if (!s.ok()) return s.with_context(fmt::format("op {} ({})", i, hal::op_name(graph.ops[i].kind)));
+    kernels_used_.insert(std::string(kernel_name(plan[i])));
+  }
+  return {};
+}
+
+Status CudaBackend::read_logits(const hal::Graph& graph, std::span<float> logits) {
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(logits.data(), f32(graph.logits), logits.size_bytes(),
+                                                     cudaMemcpyDeviceToHost, stream_), "copying the logits back"));
+  return cuda_status(cudaStreamSynchronize(stream_), "running the step");
+}
+
+Status CudaBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
+  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  BITNET_ASSIGN_OR_RETURN(const std::vector<Kernel> plan, plan_graph(graph, weight_info_, prop_.major, fuse_));
+  Status s;
+  const StepInputs in = step_inputs(graph, plan, s);
+  BITNET_RETURN_IF_ERROR(s);
+  bool handled = false;
+  s = run_graph(graph, tokens, in, plan, logits, handled);
+  if (handled) return s;
+  cur_ = &step_;
+  s = acquire_acts(graph, step_);
+  if (s.ok()) s = upload_inputs(graph, tokens, in, step_);
+  if (s.ok()) s = launch_all(graph, plan);
+  if (s.ok()) s = read_logits(graph, logits);
+  if (!s.ok()) (void)cudaStreamSynchronize(stream_);  // nothing queued may still use the blocks
+  release_buffers(step_, false);
+  return s;
+}
+
+}  // namespace bitnet::cuda

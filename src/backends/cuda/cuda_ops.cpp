@@ -1,0 +1,128 @@
+// One op of the list as kernel launches on the backend's stream (the kernel chosen by
+// plan_graph; shapes already checked by hal::validate_graph and plan_graph).
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_backend_impl.h"
+
+namespace bitnet::cuda {
+
+namespace {
+
+Status launched(GpuError e, Kernel k) { return cuda_status(e, kernel_name(k)); }
+
+}  // namespace
+
+Status CudaBackend::launch_fused(const hal::Graph& graph, size_t i, Kernel kernel) {
+  const bool gated = kernel == Kernel::kGateNormQuant;
+  const hal::Op& first = graph.ops[i];
+  const hal::Op& norm = gated ? graph.ops[i + 1] : first;
+  const hal::Op& quant = graph.ops[gated ? i + 2 : i + 1];
+  const hal::ActDesc& d = desc(graph, quant.dst);
+  float* normed = fused_normed(graph, i, kernel) ? f32(norm.dst) : nullptr;
+  const Gate gate = !gated ? Gate::kNone : first.kind == hal::OpKind::kRelu2Mul ? Gate::kRelu2 : Gate::kSilu;
+  return launched(gated_rms_norm_quant(gate, f32(first.a), gated ? f32(first.b) : nullptr, weight(norm.w).f32(), d.n_rows,
+                                       d.n_cols, norm.eps, q8(quant.dst), normed, stream_), kernel);
+}
+
+Status CudaBackend::launch(const hal::Graph& graph, size_t index, Kernel kernel) {
+  const hal::Op& op = graph.ops[index];
+  const auto elems = [&](hal::ActId id) { return desc(graph, id).n_rows * desc(graph, id).n_cols; };
+  switch (kernel) {
+    case Kernel::kEmbed:
+      return launched(embed_rows(weight(op.w).float_view(), static_cast<const int32_t*>(cur_->tokens.ptr), graph.n_tokens,
+                                 f32(op.dst), stream_), kernel);
+    case Kernel::kRmsNorm: {
+      const hal::ActDesc& d = desc(graph, op.dst);
+      return launched(rms_norm(f32(op.a), weight(op.w).f32(), d.n_rows, d.n_cols, op.n_head, op.eps, f32(op.dst), stream_),
+                      kernel);
+    }
+    case Kernel::kQuantize: {
+      const hal::ActDesc& d = desc(graph, op.dst);
+      return launched(rms_norm_quant(f32(op.a), nullptr, d.n_rows, d.n_cols, 0.0f, q8(op.dst),
+                                     nullptr, stream_), kernel);
+    }
+    case Kernel::kW2a8Gemv:
+    case Kernel::kW2a8Mma:
+    case Kernel::kMatmulFloat:
+      return launch_matmul(graph, op, kernel);
+    case Kernel::kScale:
+      return launched(scale_by(f32(op.dst), weight(op.w).f32(), elems(op.dst), stream_), kernel);
+    case Kernel::kBias: {
+      const hal::ActDesc& d = desc(graph, op.dst);
+      return launched(add_row(f32(op.dst), weight(op.w).f32(), d.n_rows, d.n_cols, stream_), kernel);
+    }
+    case Kernel::kRope: {
+      const hal::ActDesc& d = desc(graph, op.dst);
+      const hal::RopeParams& rp = graph.rope;
+      const int32_t head_dim = graph.attn.head_dim;
+      const bool neox = rp.style == hal::RopeStyle::kNeox;
+      const auto* table = static_cast<const float*>(cur_->rope.ptr);
+      if (d.n_cols == static_cast<int64_t>(op.n_head) * head_dim) {
+        return launched(rope(f32(op.dst), table, d.n_rows, op.n_head, head_dim, rp.n_rot, neox, stream_), kernel);
+      }
+      // Rows wider than the heads (validate_graph allows it): the kernel takes packed heads, so
+      // one launch per token, the rest of each row left alone.
+      for (int64_t t = 0; t < d.n_rows; ++t) {
+        BITNET_RETURN_IF_ERROR(launched(rope(f32(op.dst) + t * d.n_cols, table + t * rp.n_rot, 1, op.n_head, head_dim,
+                                             rp.n_rot, neox, stream_), kernel));
+      }
+      return {};
+    }
+    case Kernel::kStoreKv: {
+      const size_t il = static_cast<size_t>(op.il);
+      return launched(store_kv_f16(f32(op.a), f32(op.b), desc(graph, op.a).n_rows, kv_.n_embd_kv, cur_->kv_rows,
+                                   k_cache_[il].as<uint16_t>(), v_cache_[il].as<uint16_t>(), stream_), kernel);
+    }
+    case Kernel::kAttention: {
+      const size_t il = static_cast<size_t>(op.il);
+      return launched(attention_f16(f32(op.a), k_cache_[il].as<const uint16_t>(), v_cache_[il].as<const uint16_t>(),
+                                    cur_->kv_rows, cur_->attn_shape, graph.n_tokens, static_cast<float*>(cur_->attn_scratch.ptr),
+                                    f32(op.dst), stream_), kernel);
+    }
+    case Kernel::kSiluMul: return launched(silu_mul(f32(op.a), f32(op.b), elems(op.dst), f32(op.dst), stream_), kernel);
+    case Kernel::kRelu2Mul: return launched(relu2_mul(f32(op.a), f32(op.b), elems(op.dst), f32(op.dst), stream_), kernel);
+    case Kernel::kAdd: return launched(add(f32(op.a), f32(op.b), elems(op.dst), f32(op.dst), stream_), kernel);
+    case Kernel::kCopy: return copy_rows(graph, op);
+    case Kernel::kNormQuant:
+    case Kernel::kGateNormQuant: return launch_fused(graph, index, kernel);
+    case Kernel::kFused: return {};
+  }
+  return internal_error("cuda: unknown kernel");
+}
+
+Status CudaBackend::launch_matmul(const hal::Graph& graph, const hal::Op& op, Kernel kernel) {
+  const DeviceWeight& w = weight(op.w);
+  const int64_t n_tokens = desc(graph, op.a).n_rows;
+  float* y = f32(op.dst);
+  switch (kernel) {
+    case Kernel::kW2a8Mma:
+      return launched(w2a8_gemm_mma(w.w2c(), q8(op.a), n_tokens, y, prop_.major, stream_), kernel);
+    case Kernel::kW2a8Gemv:
+      return launched(w2a8_gemv(w.w2c(), q8(op.a), n_tokens, y, stream_), kernel);
+    default:
+      return launched(matmul_float(w.float_view(), f32(op.a), n_tokens, y, stream_), kernel);
+  }
+}
+
+Status CudaBackend::copy_rows(const hal::Graph& graph, const hal::Op& op) {
+  const hal::ActDesc& d = desc(graph, op.dst);
+  const uint64_t row_bytes = static_cast<uint64_t>(d.n_cols) * 4;
+  const auto copy = [&](int64_t src_row, int64_t dst_row, int64_t n) {
+    return cuda_status(cudaMemcpyAsync(f32(op.dst) + dst_row * d.n_cols, f32(op.a) + src_row * d.n_cols,
+                                       static_cast<uint64_t>(n) * row_bytes, cudaMemcpyDeviceToDevice, stream_),
+                       "cudaMemcpyAsync of rows");
+  };
+  if (op.kind == hal::OpKind::kCopyRows) return d.n_rows > 0 ? copy(op.row0, 0, d.n_rows) : Status{};
+  // get_rows: one copy per run of consecutive source rows.
+  int64_t i = 0;
+  while (i < d.n_rows) {
+    const int32_t first = graph.get_rows[static_cast<size_t>(i)];
+    int64_t n = 1;
+    while (i + n < d.n_rows && graph.get_rows[static_cast<size_t>(i + n)] == first + n) ++n;
+    BITNET_RETURN_IF_ERROR(copy(first, i, n));
+    i += n;
+  }
+  return {};
+}
+
+}  // namespace bitnet::cuda
