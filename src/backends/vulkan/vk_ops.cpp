@@ -55,6 +55,10 @@ std::optional<QuantDotKernels> quant_dot_kernels(DeviceFormat f) {
     case DeviceFormat::kQ5_0: return QuantDotKernels{Kernel::kQuantizeQ8_0, Kernel::kMatmulIntQ5_0, Kernel::kMatmulDotQ5_0, 32};
     case DeviceFormat::kQ5_1: return QuantDotKernels{Kernel::kQuantizeQ8_1, Kernel::kMatmulIntQ5_1, Kernel::kMatmulDotQ5_1, 32};
     case DeviceFormat::kQ8_0: return QuantDotKernels{Kernel::kQuantizeQ8_0, Kernel::kMatmulIntQ8_0, Kernel::kMatmulDotQ8_0, 32};
+    case DeviceFormat::kQ2_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ2_K, Kernel::kMatmulDotQ2_K, 256};
+    case DeviceFormat::kQ3_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ3_K, Kernel::kMatmulDotQ3_K, 256};
+    case DeviceFormat::kIQ4_NL: return QuantDotKernels{Kernel::kQuantizeQ8_0, Kernel::kMatmulIntIQ4_NL, Kernel::kMatmulDotIQ4_NL, 32};
+    case DeviceFormat::kIQ4_XS: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntIQ4_XS, Kernel::kMatmulDotIQ4_XS, 256};
     case DeviceFormat::kQ4_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ4_K, Kernel::kMatmulDotQ4_K, 256};
     case DeviceFormat::kQ5_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ5_K, Kernel::kMatmulDotQ5_K, 256};
     case DeviceFormat::kQ6_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ6_K, Kernel::kMatmulDotQ6_K, 256};

@@ -25,8 +25,10 @@ enum class Kernel : int {
   // Block formats against 8-bit activations (quantize_q8 + matmul_quant): plain integer
   // multiplies, then the same with OpSDot (Context::int8_dot).
   kQuantizeQ8_0, kQuantizeQ8_1, kQuantizeQ8_K,
-  kMatmulIntQ4_0, kMatmulIntQ4_1, kMatmulIntQ5_0, kMatmulIntQ5_1, kMatmulIntQ8_0, kMatmulIntQ4_K, kMatmulIntQ5_K, kMatmulIntQ6_K,
-  kMatmulDotQ4_0, kMatmulDotQ4_1, kMatmulDotQ5_0, kMatmulDotQ5_1, kMatmulDotQ8_0, kMatmulDotQ4_K, kMatmulDotQ5_K, kMatmulDotQ6_K,
+  kMatmulIntQ4_0, kMatmulIntQ4_1, kMatmulIntQ5_0, kMatmulIntQ5_1, kMatmulIntQ8_0, kMatmulIntQ2_K, kMatmulIntQ3_K,
+  kMatmulIntQ4_K, kMatmulIntQ5_K, kMatmulIntQ6_K, kMatmulIntIQ4_NL, kMatmulIntIQ4_XS,
+  kMatmulDotQ4_0, kMatmulDotQ4_1, kMatmulDotQ5_0, kMatmulDotQ5_1, kMatmulDotQ8_0, kMatmulDotQ2_K, kMatmulDotQ3_K,
+  kMatmulDotQ4_K, kMatmulDotQ5_K, kMatmulDotQ6_K, kMatmulDotIQ4_NL, kMatmulDotIQ4_XS,
   kQuantizeAct,
   kRmsNorm,
   kRope,

@@ -1,12 +1,13 @@
 // The 8-bit activation path of the block formats on Vulkan (VulkanOptions::quant_dot:
-// shaders/quantize_q8.comp + matmul_quant.comp) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
-// Q6_K, with OpSDot (int8_dot, where the device has it) and with plain integer multiplies:
+// shaders/quantize_q8.comp + matmul_quant.comp) for every block format (Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), with OpSDot (int8_dot, where the device has it) and with plain integer multiplies:
 //  - equal to the CPU backend (scalar set: ggml's quantizers and vec_dot) bit for bit: the
 //    integer sums are exact and the float steps are the CPU's, one correctly rounded Vulkan
 //    add or multiply each (`precise`);
 //  - within the activation-quantization error of the double dot of the dequantized weights
 //    with the float activations (per activation block: |x - q d| <= d (1/2 + 127 * 2^-11)
-//    with d = max|x| / 127, the fp16 rounding of d included; Q4_1/Q5_1 also the fp16 rounding
+//    with d = max|x| / 127 over the activation block (32, or 256 for the K formats and
+//    IQ4_XS), the fp16 rounding of d included; Q4_1/Q5_1 also the fp16 rounding
 //    of s = d * sum q times |m|), plus float rounding;
 // on odd shapes: several blocks, rows not a multiple of the workgroup (64), 1 and several
 // tokens (tiles of 4 and a remainder), and weights split into row chunks.
@@ -150,7 +151,8 @@ TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
 }
 
 constexpr GgmlType kDotTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                                  GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+                                  GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                                  GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
 
 std::vector<DotCase> dot_cases() {
   std::vector<DotCase> cases;

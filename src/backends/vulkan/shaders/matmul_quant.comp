@@ -78,6 +78,12 @@ void lane_major(uint n[8], out uint pl[8]) {
 }
 
 float meta_f(uint i) { return uintBitsToFloat(meta[i]); }
+// IQ4_NL table values of 4 codes (low nibble of each byte) as 4 signed bytes.
+uint iq4_bytes(uint nib) {
+  uint v = 0u;
+  for (uint m = 0u; m < 4u; ++m) v |= (uint(kIq4NlValues[(nib >> (8u * m)) & 15u]) & 0xffu) << (8u * m);
+  return v;
+}
 
 // ---- 32-element formats: one block -> 8 words of signed codes (elements 4i..4i+3 in word i),
 // its fp16 d (Q8_0: the float scale) and, Q4_1/Q5_1, m.
@@ -86,6 +92,15 @@ void unpack32(uint r, uint b, out uint wq[8], out float dw, out float mw) {
   if (TYPE == kTypeQ8_0) {
     for (uint i = 0u; i < 8u; ++i) wq[i] = wdata[(8u * b + i) * p.n_rows + r];
     dw = wscale[b * p.n_rows + r];
+    return;
+  }
+  if (TYPE == kTypeIQ4_NL) {  // 18 bytes: d, qs[16] (element j: low nibble of qs[j], j + 16: high)
+    dw = whalf(r, 18u * b, p.n_rows);
+    uvec4 qs = wbytes16(r, 18u * b + 2u, p.n_rows);
+    for (uint i = 0u; i < 4u; ++i) {
+      wq[i] = iq4_bytes(qs[i] & 0x0f0f0f0fu);
+      wq[4u + i] = iq4_bytes((qs[i] >> 4) & 0x0f0f0f0fu);
+    }
     return;
   }
   bool q5 = TYPE == kTypeQ5_0 || TYPE == kTypeQ5_1;
@@ -137,7 +152,7 @@ void main32(uint r, uint t0, uint nt) {
         precise float d = dw * da;
         precise float ms = mw * meta_f(mi + 1u);
         acc[t] += d * float(s) + ms;
-      } else {  // Q5_0, Q8_0: d * sumi with d = dw * da
+      } else {  // Q5_0, Q8_0, IQ4_NL: d * sumi with d = dw * da
         precise float d = dw * da;
         acc[t] += float(s) * d;
       }
@@ -157,6 +172,27 @@ void unpack_k(uint r, uint o, uint j, out uint pl[8]) {
       n[i] = (wdata[((qs >> 2) + i) * p.n_rows + r] >> shift) & 0x0f0f0f0fu;
       if (q5) n[i] |= ((wdata[(((o + 16u) >> 2) + i) * p.n_rows + r] >> j) & 0x01010101u) << 4;
     }
+  } else if (TYPE == kTypeQ2_K || TYPE == kTypeQ3_K) {
+    // 2-bit codes of element e = 128h + 32k + l: bits 2k of qs[32h + l] (Q2_K qs at 16, Q3_K at
+    // 32); Q3_K: code - 4 where bit e / 32 of hmask[l] is clear.
+    bool q3 = TYPE == kTypeQ3_K;
+    uint qs = o + (q3 ? 32u : 16u) + 32u * (j >> 2);
+    uint shift = 2u * (j & 3u);
+    for (uint half_ = 0u; half_ < 2u; ++half_) {
+      uvec4 lo = wbytes16(r, qs + 16u * half_, p.n_rows);
+      uvec4 hm = q3 ? wbytes16(r, o + 16u * half_, p.n_rows) : uvec4(0u);
+      for (uint i = 0u; i < 4u; ++i) {
+        uint v = (lo[i] >> shift) & 0x03030303u;
+        if (q3) v = sub_bytes(v | (((hm[i] >> j) & 0x01010101u) << 2), 0x04040404u);
+        n[4u * half_ + i] = v;
+      }
+    }
+  } else if (TYPE == kTypeIQ4_XS) {  // sub-block j: qs[16j .. 16j+15] at 8, as an IQ4_NL block
+    uvec4 qs = wbytes16(r, o + 8u + 16u * j, p.n_rows);
+    for (uint i = 0u; i < 4u; ++i) {
+      n[i] = iq4_bytes(qs[i] & 0x0f0f0f0fu);
+      n[4u + i] = iq4_bytes((qs[i] >> 4) & 0x0f0f0f0fu);
+    }
   } else {  // Q6_K: element 128h + 32kk + l: ql[64h + 32(kk & 1) + l] (nibble kk / 2), qh[32h + l] bits 2kk
     uint h = j >> 2, kk = j & 3u;
     uint ql = o + 64u * h + 32u * (kk & 1u);
@@ -173,11 +209,24 @@ void unpack_k(uint r, uint o, uint j, out uint pl[8]) {
   lane_major(n, pl);
 }
 
+// Q3_K's signed 6-bit scale of 16-element group g, from the 12 scale bytes at o + 96.
+int q3_scale(uint r, uint o, uint g) {
+  uint lo = g < 8u ? (wbyte(r, o + 96u + g, p.n_rows) & 15u) : (wbyte(r, o + 88u + g, p.n_rows) >> 4);
+  uint sc = lo | (((wbyte(r, o + 104u + (g & 3u), p.n_rows) >> (2u * (g >> 2))) & 3u) << 4);
+  return int(sc) - 32;
+}
+
+// The K formats, each as its CPU scalar dot (quant/q4_k_q5_k.cpp, q6_k.cpp, q2_k_q3_k.cpp,
+// iq4.cpp): Q4_K/Q5_K/Q6_K/Q3_K accumulate 8 int32 lanes per block, then sums[l] += d * lane;
+// Q2_K one int32 sum per block; IQ4_XS one float step per 32.
 void main_k(uint r, uint t0, uint nt) {
+  bool lanes_type = TYPE == kTypeQ4_K || TYPE == kTypeQ5_K || TYPE == kTypeQ6_K || TYPE == kTypeQ3_K;
+  bool per16 = TYPE == kTypeQ6_K || TYPE == kTypeQ3_K || TYPE == kTypeQ2_K;  // scales per 16 elements
   uint nb = p.n_cols / 256u;
   uint n32 = p.n_cols / 32u;
   uint q_words = p.n_cols / 4u;
-  uint bytes = TYPE == kTypeQ4_K ? 144u : TYPE == kTypeQ5_K ? 176u : 210u;
+  uint bytes = TYPE == kTypeQ4_K ? 144u : TYPE == kTypeQ5_K ? 176u : TYPE == kTypeQ6_K ? 210u
+             : TYPE == kTypeQ2_K ? 84u : TYPE == kTypeQ3_K ? 110u : 136u;
   precise float sums[TILE_T][8];
   precise float sumf[TILE_T] = float[TILE_T](0.0, 0.0, 0.0, 0.0);
   for (uint t = 0u; t < TILE_T; ++t) {
@@ -185,55 +234,92 @@ void main_k(uint r, uint t0, uint nt) {
   }
   for (uint b = 0u; b < nb; ++b) {
     uint o = b * bytes;
+    float dw = whalf(r, o + (TYPE == kTypeQ6_K ? 208u : TYPE == kTypeQ2_K ? 80u : TYPE == kTypeQ3_K ? 108u : 0u), p.n_rows);
+    float dminw = TYPE == kTypeQ2_K ? whalf(r, o + 82u, p.n_rows) : (TYPE == kTypeQ4_K || TYPE == kTypeQ5_K) ? whalf(r, o + 2u, p.n_rows) : 0.0;
     int lanes[TILE_T][8];
-    int msum[TILE_T] = int[TILE_T](0, 0, 0, 0);
+    int isum[TILE_T] = int[TILE_T](0, 0, 0, 0);  // Q2_K: sum of scale * 16-element dot
+    int msum[TILE_T] = int[TILE_T](0, 0, 0, 0);  // sum of min * activation bsum
     for (uint t = 0u; t < TILE_T; ++t) {
       for (uint l = 0u; l < 8u; ++l) lanes[t][l] = 0;
     }
     for (uint j = 0u; j < 8u; ++j) {
       uint pl[8];
       unpack_k(r, o, j, pl);
-      int sc_a, sc_b, mn;
+      int sc_a = 0, sc_b = 0, mn_a = 0, mn_b = 0;  // elements l, l+8 of each lane word / l+16, l+24
       if (TYPE == kTypeQ6_K) {
-        sc_a = bitfieldExtract(int(wbyte(r, o + 192u + 2u * j, p.n_rows)), 0, 8);       // elements l, l+8
-        sc_b = bitfieldExtract(int(wbyte(r, o + 193u + 2u * j, p.n_rows)), 0, 8);       // l+16, l+24
-        mn = 0;
+        sc_a = bitfieldExtract(int(wbyte(r, o + 192u + 2u * j, p.n_rows)), 0, 8);
+        sc_b = bitfieldExtract(int(wbyte(r, o + 193u + 2u * j, p.n_rows)), 0, 8);
+      } else if (TYPE == kTypeQ3_K) {
+        sc_a = q3_scale(r, o, 2u * j);
+        sc_b = q3_scale(r, o, 2u * j + 1u);
+      } else if (TYPE == kTypeQ2_K) {
+        uint sa = wbyte(r, o + 2u * j, p.n_rows), sb = wbyte(r, o + 2u * j + 1u, p.n_rows);
+        sc_a = int(sa & 15u);
+        sc_b = int(sb & 15u);
+        mn_a = int(sa >> 4);
+        mn_b = int(sb >> 4);
+      } else if (TYPE == kTypeIQ4_XS) {
+        uint scales_h = wbyte(r, o + 2u, p.n_rows) | (wbyte(r, o + 3u, p.n_rows) << 8);
+        uint ls = ((wbyte(r, o + 4u + (j >> 1), p.n_rows) >> (4u * (j & 1u))) & 15u) | (((scales_h >> (2u * j)) & 3u) << 4);
+        sc_a = int(ls) - 32;
       } else {
         uvec2 sm = wscale_min_k4(r, o + 4u, j, p.n_rows);
         sc_a = int(sm.x);
         sc_b = sc_a;
-        mn = int(sm.y);
+        mn_a = int(sm.y);
+        mn_b = mn_a;
       }
       for (uint t = 0u; t < nt; ++t) {
         uint tok = p.t_base + t0 + t;
         uint qa = tok * q_words + 64u * b + 8u * j;  // 64 words per super-block
+        uint mi = 2u * (tok * n32 + 8u * b + j);
+        int s32 = 0;
         for (uint l = 0u; l < 8u; ++l) {
           uint a = q[qa + l];
-          if (TYPE == kTypeQ6_K) {
-            lanes[t][l] += sc_a * dot4(pl[l] & 0x0000ffffu, a) + sc_b * dot4(pl[l] & 0xffff0000u, a);
+          if (per16) {
+            int pa = sc_a * dot4(pl[l] & 0x0000ffffu, a) + sc_b * dot4(pl[l] & 0xffff0000u, a);
+            if (TYPE == kTypeQ2_K) {
+              isum[t] += pa;
+            } else {
+              lanes[t][l] += pa;
+            }
+          } else if (TYPE == kTypeIQ4_XS) {
+            s32 += dot4(pl[l], a);
           } else {
             lanes[t][l] += sc_a * dot4(pl[l], a);
           }
         }
-        msum[t] += mn * int(meta[2u * (tok * n32 + 8u * b + j) + 1u]);
+        uint bs = meta[mi + 1u];
+        msum[t] += mn_a * bitfieldExtract(int(bs), 0, 16) + mn_b * bitfieldExtract(int(bs), 16, 16);
+        if (TYPE == kTypeIQ4_XS) {
+          precise float d4d8 = dw * meta_f(mi);
+          precise float ds = d4d8 * float(sc_a);
+          sumf[t] += ds * float(s32);
+        }
       }
     }
-    float dw = whalf(r, o + (TYPE == kTypeQ6_K ? 208u : 0u), p.n_rows);
-    float dminw = TYPE == kTypeQ6_K ? 0.0 : whalf(r, o + 2u, p.n_rows);
     for (uint t = 0u; t < nt; ++t) {
       uint tok = p.t_base + t0 + t;
       float da = meta_f(2u * (tok * n32 + 8u * b));
-      precise float d = dw * da;
-      for (uint l = 0u; l < 8u; ++l) sums[t][l] += d * float(lanes[t][l]);
-      if (TYPE != kTypeQ6_K) {
+      if (lanes_type) {
+        precise float d = dw * da;
+        for (uint l = 0u; l < 8u; ++l) sums[t][l] += d * float(lanes[t][l]);
+      }
+      if (TYPE == kTypeQ4_K || TYPE == kTypeQ5_K) {
         precise float dmin = dminw * da;
         sumf[t] -= dmin * float(msum[t]);
+      } else if (TYPE == kTypeQ2_K) {
+        precise float dall = da * dw;
+        precise float dmin = da * dminw;
+        sumf[t] += dall * float(isum[t]) - dmin * float(msum[t]);
       }
     }
   }
   for (uint t = 0u; t < nt; ++t) {
     precise float s = sumf[t];
-    for (uint l = 0u; l < 8u; ++l) s += sums[t][l];
+    if (lanes_type) {
+      for (uint l = 0u; l < 8u; ++l) s += sums[t][l];
+    }
     y[p.y_offset + (t0 + t) * p.n_rows_total + p.row0 + r] = s;
   }
 }
@@ -243,7 +329,8 @@ void main() {
   if (r >= p.n_rows) return;
   uint t0 = gl_WorkGroupID.y * TILE_T;
   uint nt = min(TILE_T, p.n_tokens - t0);
-  if (TYPE == kTypeQ4_K || TYPE == kTypeQ5_K || TYPE == kTypeQ6_K) {
+  if (TYPE == kTypeQ2_K || TYPE == kTypeQ3_K || TYPE == kTypeQ4_K || TYPE == kTypeQ5_K || TYPE == kTypeQ6_K ||
+      TYPE == kTypeIQ4_XS) {
     main_k(r, t0, nt);
   } else {
     main32(r, t0, nt);

@@ -6,13 +6,15 @@
 //   MODE 0, Q8_0 (for Q4_0, Q5_0, Q8_0): per 32 elements d = max|x| / 127, q = round(x / d)
 //     (halves away from zero); d kept as its fp16 value.
 //   MODE 1, Q8_1 (for Q4_1, Q5_1): the same plus s = fp16(d * sum q).
-//   MODE 2, Q8_K (for Q4_K, Q5_K, Q6_K): per 256 elements d = 1 / (-127 / x_max) with x_max
-//     the first element of largest magnitude (with its sign), q = min(127, roundEven(x * -127
-//     / x_max)); the integer sum of each 32 q (the CPU's two 16-element bsums added).
+//   MODE 0 also for IQ4_NL.
+//   MODE 2, Q8_K (for Q2_K .. Q6_K, IQ4_XS): per 256 elements d = 1 / (-127 / x_max) with
+//     x_max the first element of largest magnitude (with its sign), q = min(127,
+//     roundEven(x * -127 / x_max)); the CPU's 16-element bsums.
 // Output, per token row of n_cols: q as n_cols / 4 words of 4 int8 (MODE 0/1: element 4m + j
 // in byte j of word m; MODE 2: within each 32 elements, word l holds elements l, l+8, l+16,
 // l+24, the CPU's 8 accumulator lanes, in bytes 0..3), and per 32 elements two words of meta:
-// float d, then (MODE 1) float s or (MODE 2) int sum q (MODE 0: 0).
+// float d, then (MODE 1) float s or (MODE 2) the two 16-element sums of q as int16 in the low and
+// high half (MODE 0: 0).
 // One invocation per block (32 or 256 elements).
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -83,19 +85,19 @@ void quantize256(uint blk) {
   float iscale = amax == 0.0 ? 0.0 : cr_div(-127.0, xmax);
   float d = amax == 0.0 ? 0.0 : cr_div(1.0, iscale);
   for (uint s = 0u; s < 8u; ++s) {
-    int sum = 0;
+    int sum[2] = int[2](0, 0);  // elements 0..15 (bytes 0, 1 of the words), 16..31 (bytes 2, 3)
     for (uint l = 0u; l < 8u; ++l) {
       uint word = 0u;
       for (uint m = 0u; m < 4u; ++m) {
         precise float v = iscale * src[base + 32u * s + l + 8u * m];
         int qv = min(127, int(roundEven(v)));
-        sum += qv;
+        sum[m >> 1] += qv;
         word |= (uint(qv) & 0xffu) << (8u * m);
       }
       q[blk * 64u + 8u * s + l] = word;
     }
     meta[2u * (8u * blk + s)] = floatBitsToUint(d);
-    meta[2u * (8u * blk + s) + 1u] = uint(sum);
+    meta[2u * (8u * blk + s) + 1u] = (uint(sum[0]) & 0xffffu) | (uint(sum[1]) << 16);
   }
 }
 
