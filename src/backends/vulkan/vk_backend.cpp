@@ -11,6 +11,7 @@ Result<std::unique_ptr<hal::Backend>> VulkanBackend::create(const VulkanOptions&
   BITNET_ASSIGN_OR_RETURN(b->ctx_, Context::create(options.device_index, options.int8_dot));
   if (options.max_device_bytes > 0) b->ctx_->limit_heap(options.max_device_bytes);
   b->max_binding_bytes_ = b->ctx_->max_binding_bytes();
+  b->quant_dot_ = options.quant_dot;
   if (options.max_binding_bytes > 0) b->max_binding_bytes_ = std::min(b->max_binding_bytes_, options.max_binding_bytes);
   b->pipelines_ = std::make_unique<Pipelines>(*b->ctx_);
   BITNET_RETURN_IF_ERROR(b->pipelines_->init());
@@ -25,6 +26,8 @@ VulkanBackend::~VulkanBackend() {
   for (VkDescriptorPool p : descriptor_pools_) vkDestroyDescriptorPool(ctx_->device(), p, nullptr);
   // Buffers and pipelines go before the context that owns the device.
   acts_.clear();
+  q8_q_.reset();
+  q8_meta_.reset();
   weights_.clear();
   k_cache_.clear();
   v_cache_.clear();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,21 @@ struct DeviceAct {
   Buffer q;
   Buffer scale;
 };
+
+// The 8-bit activation path of a block format (quantize_q8.comp + matmul_quant.comp): the
+// activation quantizer (Q8_0, Q8_1 or Q8_K blocks, as the CPU backend's quant::vec_dot_type),
+// the matmul with plain integer multiplies and the one with OpSDot, and the block the rows must
+// be made of (32 or 256). nullopt: the format has no such path (matmul_float only).
+struct QuantDotKernels {
+  Kernel quantize;
+  Kernel matmul_int;
+  Kernel matmul_dot;
+  int64_t block;
+};
+std::optional<QuantDotKernels> quant_dot_kernels(DeviceFormat f);
+
+// Every compute or transfer write before it visible to every compute or transfer access after it.
+void full_barrier(VkCommandBuffer cb);
 
 // A storage-buffer descriptor: a whole buffer or a window of one.
 struct Binding {
@@ -60,6 +76,9 @@ class VulkanBackend final : public hal::Backend {
   Status prepare(const hal::Graph& graph, std::span<const int32_t> tokens);
   Status record_op(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op);
   Status record_matmul(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op);
+  // Whether the matmul of w with x takes the 8-bit activation path: the option, a format that
+  // has one, F32 activations, and quantized activations that fit one binding each.
+  bool use_quant_dot(const DeviceWeight& w, const hal::ActDesc& x) const;
   Status dispatch(VkCommandBuffer cb, Kernel kernel, std::initializer_list<Binding> bindings,
                   const void* push, size_t push_bytes, uint32_t groups_x, uint32_t groups_y = 1);
   Result<VkDescriptorSet> allocate_set();
@@ -74,6 +93,7 @@ class VulkanBackend final : public hal::Backend {
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<BufferPool> pool_;
   uint64_t max_binding_bytes_ = 0;
+  bool quant_dot_ = true;  // VulkanOptions::quant_dot
   std::vector<DeviceWeight> weights_;
   std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
   uint64_t weight_bytes_ = 0;
@@ -81,6 +101,11 @@ class VulkanBackend final : public hal::Backend {
   std::vector<Buffer> k_cache_;  // per layer: [n_ctx][n_embd_kv] floats
   std::vector<Buffer> v_cache_;
   std::vector<DeviceAct> acts_;  // for the graph being run
+  // The quantized activations of the current 8-bit-activation matmul (one pair for the whole
+  // graph, sized for its largest such matmul; ops are separated by full barriers): int8 quads
+  // [n_tokens][n_cols / 4] and two words per 32 elements (quantize_q8.comp).
+  Buffer q8_q_;
+  Buffer q8_meta_;
   Buffer dummy_;                 // bound to unused bindings
   Buffer tokens_;                // host-visible: token ids of the step
   Buffer rope_table_;            // host-visible: (cos, sin) per token and pair

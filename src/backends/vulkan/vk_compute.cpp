@@ -16,9 +16,11 @@ namespace {
 constexpr uint32_t kMaxGroups = 65535;  // the minimum maxComputeWorkGroupCount Vulkan guarantees
 constexpr uint32_t kSetsPerPool = 256;
 
+}  // namespace
+
 // A full barrier between dependent steps: every compute or transfer write before it is visible
 // to every compute or transfer access after it.
-void barrier(VkCommandBuffer cb) {
+void full_barrier(VkCommandBuffer cb) {
   VkMemoryBarrier mb{};
   mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -27,8 +29,6 @@ void barrier(VkCommandBuffer cb) {
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
-
-}  // namespace
 
 Result<Buffer*> VulkanBackend::host_buffer(Buffer& slot, uint64_t size) {
   if (!slot || slot.size() < size) {
@@ -104,6 +104,8 @@ void VulkanBackend::release_acts() {
     pool_->release(std::move(a.scale));
   }
   acts_.clear();
+  pool_->release(std::move(q8_q_));
+  pool_->release(std::move(q8_meta_));
 }
 
 Status VulkanBackend::prepare(const hal::Graph& graph, std::span<const int32_t> tokens) {
@@ -138,6 +140,17 @@ Status VulkanBackend::prepare(const hal::Graph& graph, std::span<const int32_t> 
       BITNET_ASSIGN_OR_RETURN(a.q, pool_->acquire(bytes));
       BITNET_ASSIGN_OR_RETURN(a.scale, pool_->acquire(rows * 4));
     }
+  }
+  // One pair of quantized-activation buffers for every 8-bit-activation matmul of the graph.
+  uint64_t q8_bytes = 0;
+  for (const hal::Op& op : graph.ops) {
+    if (op.kind != hal::OpKind::kMatmul) continue;
+    const hal::ActDesc& x = graph.acts[static_cast<size_t>(op.a)];
+    if (use_quant_dot(weight(op.w), x)) q8_bytes = std::max(q8_bytes, static_cast<uint64_t>(x.n_rows * x.n_cols));
+  }
+  if (q8_bytes > 0) {
+    BITNET_ASSIGN_OR_RETURN(q8_q_, pool_->acquire(q8_bytes));
+    BITNET_ASSIGN_OR_RETURN(q8_meta_, pool_->acquire(q8_bytes / 4));  // 8 bytes per 32 elements
   }
   BITNET_ASSIGN_OR_RETURN(Buffer* tok, host_buffer(tokens_, std::max<uint64_t>(4, tokens.size() * 4)));
   std::memcpy(tok->mapped(), tokens.data(), tokens.size() * 4);
@@ -190,7 +203,7 @@ Status VulkanBackend::compute(const hal::Graph& graph, std::span<const int32_t> 
       for (const hal::Op& op : graph.ops) {
         s = record_op(*cb, graph, op);
         if (!s.ok()) break;
-        barrier(*cb);
+        full_barrier(*cb);
       }
       if (s.ok()) {
         const VkBufferCopy region{0, 0, out_bytes};

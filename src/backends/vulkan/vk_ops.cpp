@@ -48,6 +48,31 @@ Status shape_error(const hal::Op& op, std::string_view what) {
 
 }  // namespace
 
+std::optional<QuantDotKernels> quant_dot_kernels(DeviceFormat f) {
+  switch (f) {
+    case DeviceFormat::kQ4_0: return QuantDotKernels{Kernel::kQuantizeQ8_0, Kernel::kMatmulIntQ4_0, Kernel::kMatmulDotQ4_0, 32};
+    case DeviceFormat::kQ4_1: return QuantDotKernels{Kernel::kQuantizeQ8_1, Kernel::kMatmulIntQ4_1, Kernel::kMatmulDotQ4_1, 32};
+    case DeviceFormat::kQ5_0: return QuantDotKernels{Kernel::kQuantizeQ8_0, Kernel::kMatmulIntQ5_0, Kernel::kMatmulDotQ5_0, 32};
+    case DeviceFormat::kQ5_1: return QuantDotKernels{Kernel::kQuantizeQ8_1, Kernel::kMatmulIntQ5_1, Kernel::kMatmulDotQ5_1, 32};
+    case DeviceFormat::kQ8_0: return QuantDotKernels{Kernel::kQuantizeQ8_0, Kernel::kMatmulIntQ8_0, Kernel::kMatmulDotQ8_0, 32};
+    case DeviceFormat::kQ2_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ2_K, Kernel::kMatmulDotQ2_K, 256};
+    case DeviceFormat::kQ3_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ3_K, Kernel::kMatmulDotQ3_K, 256};
+    case DeviceFormat::kIQ4_NL: return QuantDotKernels{Kernel::kQuantizeQ8_0, Kernel::kMatmulIntIQ4_NL, Kernel::kMatmulDotIQ4_NL, 32};
+    case DeviceFormat::kIQ4_XS: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntIQ4_XS, Kernel::kMatmulDotIQ4_XS, 256};
+    case DeviceFormat::kQ4_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ4_K, Kernel::kMatmulDotQ4_K, 256};
+    case DeviceFormat::kQ5_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ5_K, Kernel::kMatmulDotQ5_K, 256};
+    case DeviceFormat::kQ6_K: return QuantDotKernels{Kernel::kQuantizeQ8_K, Kernel::kMatmulIntQ6_K, Kernel::kMatmulDotQ6_K, 256};
+    default: return std::nullopt;
+  }
+}
+
+bool VulkanBackend::use_quant_dot(const DeviceWeight& w, const hal::ActDesc& x) const {
+  const std::optional<QuantDotKernels> k = quant_dot_kernels(w.format);
+  if (!quant_dot_ || !k || x.type != hal::ActType::kF32 || w.n_cols % k->block != 0) return false;
+  const auto q_bytes = static_cast<uint64_t>(x.n_rows) * static_cast<uint64_t>(x.n_cols);
+  return q_bytes <= max_binding_bytes_;  // the meta words are a quarter of that
+}
+
 Status VulkanBackend::record_op(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op) {
   const auto desc = [&](hal::ActId id) -> const hal::ActDesc& { return graph.acts[static_cast<size_t>(id)]; };
   const auto act = [&](hal::ActId id) -> DeviceAct& { return acts_[static_cast<size_t>(id)]; };
@@ -238,6 +263,19 @@ Status VulkanBackend::record_matmul(VkCommandBuffer cb, const hal::Graph& graph,
                                         w.n_cols, y.n_rows, y.n_cols));
   }
   const DeviceAct& xa = acts_[static_cast<size_t>(op.a)];
+  const bool quant = use_quant_dot(w, x);
+  std::optional<QuantDotKernels> qk;
+  if (quant) {
+    // The activations quantized once for every chunk and token window, then a barrier.
+    qk = quant_dot_kernels(w.format);
+    const uint64_t n_blocks = static_cast<uint64_t>(x.n_rows * x.n_cols / qk->block);
+    const uint32_t groups = ceil_div(n_blocks, 64);
+    const uint32_t gx = std::min(groups, kMaxGroups);
+    const uint32_t push[] = {u32(static_cast<int64_t>(n_blocks))};
+    BITNET_RETURN_IF_ERROR(dispatch(cb, qk->quantize, {bind(xa.f32), bind(q8_q_), bind(q8_meta_)}, push, sizeof(push), gx,
+                                    ceil_div(groups, gx)));
+    full_barrier(cb);
+  }
   const Buffer& yb = acts_[static_cast<size_t>(op.dst)].f32;
   // dst windows of at most one binding, split by tokens (the all-rows logits of a large
   // vocabulary): the window starts at an aligned offset at or before its first token.
@@ -259,6 +297,11 @@ Status VulkanBackend::record_matmul(VkCommandBuffer cb, const hal::Graph& graph,
         const uint32_t push[] = {u32(w.n_cols), u32(c.n_rows), u32(c.row0), u32(y.n_cols),
                                  u32(nt), u32(w.scale_block), u32(t_base), y_offset};
         BITNET_RETURN_IF_ERROR(dispatch(cb, ctx_->int8_dot() ? Kernel::kMatmulW2A8Dot : Kernel::kMatmulW2A8, {bind(c.data), bind(c.scales), bind(xa.q), bind(xa.scale), yw},
+                                        push, sizeof(push), groups_x, groups_y));
+      } else if (quant) {
+        const uint32_t push[] = {u32(w.n_cols), u32(c.n_rows), u32(c.row0), u32(y.n_cols), u32(nt), u32(t_base), y_offset};
+        BITNET_RETURN_IF_ERROR(dispatch(cb, ctx_->int8_dot() ? qk->matmul_dot : qk->matmul_int,
+                                        {bind(c.data), bind(c.scales ? c.scales : dummy_), bind(q8_q_), bind(q8_meta_), yw},
                                         push, sizeof(push), groups_x, groups_y));
       } else {
         const uint32_t push[] = {u32(w.n_cols), u32(c.n_rows), u32(c.row0), u32(y.n_cols), u32(nt), u32(t_base), y_offset};

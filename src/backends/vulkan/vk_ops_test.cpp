@@ -29,10 +29,10 @@ TEST_P(VulkanFloatTypes, Embed) {
   }
 }
 
-// Q8_0's matmul is the CPU's integer dot on quantized activations: the Vulkan one (float
-// activations) is checked against the dequantized reference in vk_quant_test.cpp instead.
+// Q8_0's matmul is the CPU's integer dot on quantized activations, and so is the Vulkan one
+// by default (VulkanOptions::quant_dot: quantize_q8 + matmul_quant): bit-identical too. Its
+// float path is checked against the dequantized reference in vk_quant_test.cpp.
 TEST_P(VulkanFloatTypes, Matmul) {
-  if (GetParam() == GgmlType::kQ8_0) GTEST_SKIP() << "Q8_0 matmul: see VulkanBlockMatmul";
   RUNNER_OR_SKIP(r, VulkanOptions{});
   Weights w;
   const hal::WeightId x = w.add_float(GgmlType::kF32, 160, kVocab);

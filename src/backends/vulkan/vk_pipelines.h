@@ -22,6 +22,13 @@ enum class Kernel : int {
   kMatmulQ4_0, kMatmulQ4_1, kMatmulQ5_0, kMatmulQ5_1, kMatmulQ2_K, kMatmulQ3_K, kMatmulQ4_K, kMatmulQ5_K, kMatmulQ6_K, kMatmulIQ4_NL, kMatmulIQ4_XS,
   kMatmulW2A8,
   kMatmulW2A8Dot,  // the same with the packed int8 dot, OpSDot (Context::int8_dot)
+  // Block formats against 8-bit activations (quantize_q8 + matmul_quant): plain integer
+  // multiplies, then the same with OpSDot (Context::int8_dot).
+  kQuantizeQ8_0, kQuantizeQ8_1, kQuantizeQ8_K,
+  kMatmulIntQ4_0, kMatmulIntQ4_1, kMatmulIntQ5_0, kMatmulIntQ5_1, kMatmulIntQ8_0, kMatmulIntQ2_K, kMatmulIntQ3_K,
+  kMatmulIntQ4_K, kMatmulIntQ5_K, kMatmulIntQ6_K, kMatmulIntIQ4_NL, kMatmulIntIQ4_XS,
+  kMatmulDotQ4_0, kMatmulDotQ4_1, kMatmulDotQ5_0, kMatmulDotQ5_1, kMatmulDotQ8_0, kMatmulDotQ2_K, kMatmulDotQ3_K,
+  kMatmulDotQ4_K, kMatmulDotQ5_K, kMatmulDotQ6_K, kMatmulDotIQ4_NL, kMatmulDotIQ4_XS,
   kQuantizeAct,
   kRmsNorm,
   kRope,

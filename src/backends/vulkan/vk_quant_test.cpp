@@ -1,9 +1,9 @@
 // llama.cpp's block formats on the Vulkan backend (Q4_0 .. Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS;
 // shaders/weight_fetch.glsl): the file's blocks are uploaded unchanged (rows word-interleaved)
-// and dequantized in the shaders. Checked against quant::dequantize, not against the CPU
-// backend: the CPU dots some of these types with 8-bit activations (llama.cpp's vec_dot), the
-// shaders with float ones (tests/backend_ops compares the two within the activation-
-// quantization bound).
+// and dequantized in the shaders. Checked against quant::dequantize; the matmul here is the
+// float path (VulkanOptions::quant_dot off), which dots with float activations, whereas the CPU
+// dots some of these types with 8-bit activations (llama.cpp's vec_dot): vk_quant_dot_test.cpp
+// checks the Vulkan 8-bit path against the CPU backend.
 //  - embed of every row equals quant::dequantize bit for bit (random block bytes: every code,
 //    scale and sign bit pattern), also with rows split into chunks by a small binding limit;
 //  - matmul against float activations is the double dot of the dequantized rows within the
@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 
+#include "backends/vulkan/vk_quant_test_util.h"
 #include "backends/vulkan/vk_test_util.h"
 #include "core/fp16.h"
 #include "quant/quant.h"
@@ -28,78 +29,9 @@
 namespace bitnet::vulkan::test {
 namespace {
 
-// A weight table that owns its bytes.
-class WeightTable {
- public:
-  explicit WeightTable(uint32_t seed) : rng_(seed) {}
-  hal::WeightId add_bytes(GgmlType type, int64_t n_rows, int64_t n_cols, std::vector<uint8_t> bytes) {
-    storage_.push_back(std::move(bytes));
-    hal::WeightDesc d;
-    d.name = fmt::format("w{}", descs_.size());
-    d.type = type;
-    d.ne = {n_cols, n_rows, 1, 1};
-    d.bytes = storage_.back();
-    descs_.push_back(d);
-    return static_cast<hal::WeightId>(descs_.size() - 1);
-  }
-  hal::WeightId add_float(GgmlType type, int64_t n_rows, int64_t n_cols) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> v(static_cast<size_t>(n_rows * n_cols));
-    for (float& f : v) f = nd(rng_);
-    return add_bytes(type, n_rows, n_cols, quant::quantize(type, v.data(), n_rows, n_cols).value());
-  }
-  std::span<const hal::WeightDesc> descs() const { return descs_; }
-  std::mt19937& rng() { return rng_; }
-
- private:
-  std::mt19937 rng_;
-  std::deque<std::vector<uint8_t>> storage_;
-  std::vector<hal::WeightDesc> descs_;
-};
-
-hal::ActId add_act(hal::Graph& g, std::string_view name, int64_t n_rows, int64_t n_cols) {
-  g.acts.push_back({name, hal::ActType::kF32, n_rows, n_cols});
-  return static_cast<hal::ActId>(g.acts.size() - 1);
-}
-
 constexpr GgmlType kBlockTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
                                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K,
                                     GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
-
-int64_t block_elems(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kQ5_0: case GgmlType::kQ5_1:
-    case GgmlType::kIQ4_NL:
-      return 32;
-    default:
-      return 256;
-  }
-}
-
-std::vector<float> dequantized(GgmlType t, std::span<const uint8_t> bytes, int64_t n) {
-  std::vector<float> y(static_cast<size_t>(n));
-  const Status s = quant::dequantize(t, bytes, n, y.data());
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return y;
-}
-
-// The kernel name suffix: "q4_k" for Q4_K.
-std::string lower_name(GgmlType t) {
-  std::string n(ggml_type_name(t));
-  for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return n;
-}
-
-bool uses(const hal::Backend& b, const std::string& kernel) {
-  const std::vector<std::string> used = b.kernels_used();
-  return std::find(used.begin(), used.end(), kernel) != used.end();
-}
-
-hal::Graph one_op_graph(int64_t n_tokens) {
-  hal::Graph g;
-  g.n_tokens = n_tokens;
-  return g;
-}
 
 class VulkanBlockDecode : public testing::TestWithParam<GgmlType> {};
 
@@ -160,12 +92,12 @@ struct QuantMatmulCase {
 
 class VulkanBlockMatmul : public testing::TestWithParam<QuantMatmulCase> {};
 
-// y = W x with float activations: the double dot of the dequantized rows, within the rounding
+// y = W x with float activations (VulkanOptions::quant_dot off): the double dot of the dequantized rows, within the rounding
 // of a float sum of n terms in 8 interleaved accumulators (n / 8 + 8 roundings of 2^-24 of
 // sum |w x|).
 TEST_P(VulkanBlockMatmul, MatchesDequantizedReference) {
   const QuantMatmulCase c = GetParam();
-  BITNET_VK_BACKEND_OR_SKIP(vk, VulkanOptions{});
+  BITNET_VK_BACKEND_OR_SKIP(vk, VulkanOptions{.quant_dot = false});  // the float path (vk_quant_dot_test.cpp: the other)
   WeightTable table(42);
   constexpr int64_t kInputRows = 16;
   const hal::WeightId xt = table.add_float(GgmlType::kF32, kInputRows, c.n_cols);

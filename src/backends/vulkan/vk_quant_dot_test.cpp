@@ -1,0 +1,199 @@
+// The 8-bit activation path of the block formats on Vulkan (VulkanOptions::quant_dot:
+// shaders/quantize_q8.comp + matmul_quant.comp) for every block format (Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), with OpSDot (int8_dot, where the device has it) and with plain integer multiplies:
+//  - equal to the CPU backend (scalar set: ggml's quantizers and vec_dot) bit for bit: the
+//    integer sums are exact and the float steps are the CPU's, one correctly rounded Vulkan
+//    add or multiply each (`precise`);
+//  - within the activation-quantization error of the double dot of the dequantized weights
+//    with the float activations (per activation block: |x - q d| <= d (1/2 + 127 * 2^-11)
+//    with d = max|x| / 127 over the activation block (32, or 256 for the K formats and
+//    IQ4_XS), the fp16 rounding of d included; Q4_1/Q5_1 also the fp16 rounding
+//    of s = d * sum q times |m|), plus float rounding;
+// on odd shapes: several blocks, rows not a multiple of the workgroup (64), 1 and several
+// tokens (tiles of 4 and a remainder), and weights split into row chunks.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/vulkan/vk_backend.h"
+#include "backends/vulkan/vk_quant_test_util.h"
+#include "backends/vulkan/vk_test_util.h"
+#include "core/fp16.h"
+
+namespace bitnet::vulkan::test {
+namespace {
+
+struct DotCase {
+  GgmlType type;
+  int64_t n_rows, n_cols, n_tokens;
+  uint64_t max_binding_bytes;  // 0: the device's (no split)
+};
+
+void PrintTo(const DotCase& c, std::ostream* os) {
+  *os << ggml_type_name(c.type) << " " << c.n_rows << "x" << c.n_cols << " t" << c.n_tokens;
+}
+
+// The fp16 min m of each 32-element block of a Q4_1 / Q5_1 row set (0 for the other types).
+float block_min(GgmlType t, const std::vector<uint8_t>& bytes, int64_t block_index) {
+  if (t != GgmlType::kQ4_1 && t != GgmlType::kQ5_1) return 0.0f;
+  const int64_t block_bytes = t == GgmlType::kQ4_1 ? 20 : 24;
+  uint16_t h;
+  std::memcpy(&h, bytes.data() + block_index * block_bytes + 2, 2);
+  return fp16_to_fp32(h);
+}
+
+class VulkanBlockQuantDot : public testing::TestWithParam<DotCase> {};
+
+TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
+  const DotCase c = GetParam();
+  WeightTable table(43);
+  constexpr int64_t kInputRows = 16;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> xs(static_cast<size_t>(kInputRows * c.n_cols));
+  for (float& f : xs) f = nd(table.rng());
+  // An all-zero block (d = 0), a large and a small row.
+  for (int64_t k = 0; k < 256 && k < c.n_cols; ++k) xs[static_cast<size_t>(1 * c.n_cols + k)] = 0.0f;
+  for (int64_t k = 0; k < c.n_cols; ++k) xs[static_cast<size_t>(4 * c.n_cols + k)] *= 300.0f;
+  for (int64_t k = 0; k < c.n_cols; ++k) xs[static_cast<size_t>(7 * c.n_cols + k)] *= 1e-3f;
+  {
+    std::vector<uint8_t> xb(xs.size() * 4);
+    std::memcpy(xb.data(), xs.data(), xb.size());
+    table.add_bytes(GgmlType::kF32, kInputRows, c.n_cols, std::move(xb));
+  }
+  std::normal_distribution<float> wd(0.0f, 0.5f);
+  std::vector<float> v(static_cast<size_t>(c.n_rows * c.n_cols));
+  for (float& f : v) f = wd(table.rng());
+  std::vector<uint8_t> bytes = quant::quantize(c.type, v.data(), c.n_rows, c.n_cols).value();
+  const std::vector<float> wdq = dequantized(c.type, bytes, c.n_rows * c.n_cols);
+  const std::vector<uint8_t> wbytes = bytes;
+  const hal::WeightId w = table.add_bytes(c.type, c.n_rows, c.n_cols, std::move(bytes));
+  hal::Graph g = one_op_graph(c.n_tokens);
+  const hal::ActId x = add_act(g, "x", c.n_tokens, c.n_cols);
+  const hal::ActId y = add_act(g, "y", c.n_tokens, c.n_rows);
+  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = 0});
+  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
+  g.logits = y;
+  std::vector<int32_t> tokens(static_cast<size_t>(c.n_tokens));
+  for (int64_t t = 0; t < c.n_tokens; ++t) tokens[static_cast<size_t>(t)] = static_cast<int32_t>((3 * t + 1) % kInputRows);
+  const size_t n_out = static_cast<size_t>(c.n_tokens * c.n_rows);
+
+  std::vector<float> want(n_out, -12345.0f);
+  {
+    auto cpu = cpu_reference();
+    ASSERT_TRUE(cpu->load_weights(table.descs()).ok());
+    ASSERT_TRUE(cpu->init_kv({1, 32, 8}).ok());
+    const Status s = cpu->compute(g, tokens, want);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+
+  // The activation-quantization bound against the dequantized double dot.
+  const int64_t act_block = block_elems(c.type);
+  std::vector<double> ref(n_out), bound(n_out);
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    const float* xr = xs.data() + tokens[static_cast<size_t>(t)] * c.n_cols;
+    for (int64_t r = 0; r < c.n_rows; ++r) {
+      double sum = 0.0, mag = 0.0, err = 0.0;
+      for (int64_t b0 = 0; b0 < c.n_cols; b0 += act_block) {
+        double amax = 0.0, wabs = 0.0;
+        for (int64_t k = b0; k < b0 + act_block; ++k) {
+          const double wk = wdq[static_cast<size_t>(r * c.n_cols + k)];
+          sum += wk * xr[k];
+          mag += std::fabs(wk * xr[k]);
+          wabs += std::fabs(wk);
+          amax = std::max(amax, static_cast<double>(std::fabs(xr[k])));
+        }
+        const double d = amax / 127.0;
+        err += d * (0.5 + 127.0 * 0x1p-11) * wabs;
+        const float m = block_min(c.type, wbytes, (r * c.n_cols + b0) / 32);
+        err += std::fabs(m) * 32.0 * amax * 0x1p-10;  // |s| <= 32 * 127 * d, rounded to fp16
+      }
+      const auto i = static_cast<size_t>(t * c.n_rows + r);
+      ref[i] = sum;
+      bound[i] = err + static_cast<double>(c.n_cols / 32 + 16) * 0x1p-23 * (mag + err) + 1e-30;
+    }
+  }
+
+  const auto devices = probe().devices;
+  const bool device_dot = !devices.empty() && devices[0].int8_dot;
+  for (bool int8_dot : {true, false}) {
+    SCOPED_TRACE(int8_dot ? "int8_dot" : "plain integer");
+    VulkanOptions o;
+    o.int8_dot = int8_dot;
+    o.max_binding_bytes = c.max_binding_bytes;
+    BITNET_VK_BACKEND_OR_SKIP(vk, o);
+    const Status loaded = vk->load_weights(table.descs());
+    ASSERT_TRUE(loaded.ok()) << loaded.to_string();
+    ASSERT_TRUE(vk->init_kv({1, 32, 8}).ok());
+    std::vector<float> got(n_out, -12345.0f);
+    const Status s = vk->compute(g, tokens, got);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < n_out; ++i) {
+      if (std::memcmp(&got[i], &want[i], 4) != 0 && mismatches++ < 5) {
+        ADD_FAILURE() << ggml_type_name(c.type) << " output " << i << ": vulkan " << fmt::format("{:.9g}", got[i])
+                      << " cpu " << fmt::format("{:.9g}", want[i]);
+      }
+      EXPECT_NEAR(got[i], ref[i], bound[i]) << ggml_type_name(c.type) << " output " << i;
+    }
+    EXPECT_EQ(mismatches, 0);
+    const std::string name = lower_name(c.type);
+    EXPECT_TRUE(uses(*vk, fmt::format("vulkan:matmul_{}_{}", name, int8_dot && device_dot ? "dot" : "int")));
+    EXPECT_FALSE(uses(*vk, "vulkan:matmul_" + name));
+    const char* quantizer = c.type == GgmlType::kQ4_1 || c.type == GgmlType::kQ5_1 ? "vulkan:quantize_q8_1"
+                            : act_block == 256                                   ? "vulkan:quantize_q8_k"
+                                                                                 : "vulkan:quantize_q8_0";
+    EXPECT_TRUE(uses(*vk, quantizer));
+  }
+}
+
+constexpr GgmlType kDotTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                  GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                                  GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
+
+std::vector<DotCase> dot_cases() {
+  std::vector<DotCase> cases;
+  for (GgmlType t : kDotTypes) {
+    const int64_t b = block_elems(t);
+    cases.push_back({t, 37, b == 32 ? 96 : 512, 7, 0});
+    cases.push_back({t, 3, b == 32 ? 576 : 1024, 1, 0});
+    // 70 rows (two workgroups), split into row chunks by a binding limit a little above the
+    // activations' (5 tokens of floats).
+    const int64_t n_cols = b == 32 ? 160 : 256;
+    cases.push_back({t, 70, n_cols, 5, static_cast<uint64_t>(5 * n_cols * 4 + 1024)});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, VulkanBlockQuantDot, testing::ValuesIn(dot_cases()), [](const auto& p) {
+  const DotCase& c = p.param;
+  return fmt::format("{}_{}x{}_t{}{}", ggml_type_name(c.type), c.n_rows, c.n_cols, c.n_tokens,
+                     c.max_binding_bytes > 0 ? "_split" : "");
+});
+
+// VulkanOptions::quant_dot = false keeps these types on the float path (matmul_float).
+TEST(VulkanBlockQuantDot, OptionOffUsesFloatPath) {
+  WeightTable table(44);
+  const hal::WeightId xt = table.add_float(GgmlType::kF32, 4, 64);
+  const hal::WeightId w = table.add_float(GgmlType::kQ4_1, 5, 64);
+  hal::Graph g = one_op_graph(2);
+  const hal::ActId x = add_act(g, "x", 2, 64);
+  const hal::ActId y = add_act(g, "y", 2, 5);
+  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = xt});
+  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
+  g.logits = y;
+  BITNET_VK_BACKEND_OR_SKIP(vk, VulkanOptions{.quant_dot = false});
+  ASSERT_TRUE(vk->load_weights(table.descs()).ok());
+  ASSERT_TRUE(vk->init_kv({1, 8, 8}).ok());
+  const std::vector<int32_t> tokens = {0, 3};
+  std::vector<float> out(10);
+  ASSERT_TRUE(vk->compute(g, tokens, out).ok());
+  EXPECT_TRUE(uses(*vk, "vulkan:matmul_q4_1"));
+  EXPECT_FALSE(uses(*vk, "vulkan:quantize_q8_1"));
+}
+
+}  // namespace
+}  // namespace bitnet::vulkan::test
