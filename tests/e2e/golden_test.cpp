@@ -99,8 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
 // A real model from a package registry (SmolLM2-135M-Instruct: Q4_1 weights, Q8_0 tied
 // embedding, `smollm` pre-tokenizer, ChatML) against llama.cpp, with the bars of
 // ../shared/golden/README.md: per-row correlation >= 0.995 and mean |diff| <= 0.3 (llama.cpp
-// quantizes activations to 8 bits for Q4_1, as the CPU and (by default) Vulkan backends here
-// do; the OpenCL backend dequantizes Q4_1 in the kernel and dots it with float activations).
+// quantizes activations to 8 bits for Q4_1, as the CPU, and by default the Vulkan and OpenCL
+// backends here do (VulkanOptions / ClOptions::quant_dot)).
 class SmolLm2Golden : public testing::TestWithParam<const char*> {};
 
 TEST_P(SmolLm2Golden, LogitsMatchLlamaCpp) {

@@ -23,6 +23,29 @@ namespace bitnet::opencl {
 
 namespace {
 
+// Tokens per work-item of the matmul_<type>_q8 kernels (QDOT_TILE in kernels/matmul_q8.cl).
+constexpr int64_t kQ8Tile = 4;
+
+// Elements per activation block of the 8-bit path for weights of `f` (0: no such path).
+int64_t q8_block(DeviceFormat f) {
+  switch (f) {
+    case DeviceFormat::kQ4_0: case DeviceFormat::kQ4_1: case DeviceFormat::kQ5_0: case DeviceFormat::kQ5_1:
+    case DeviceFormat::kQ8_0: case DeviceFormat::kIQ4_NL:
+      return 32;
+    case DeviceFormat::kQ2_K: case DeviceFormat::kQ3_K: case DeviceFormat::kQ4_K: case DeviceFormat::kQ5_K:
+    case DeviceFormat::kQ6_K: case DeviceFormat::kIQ4_XS:
+      return 256;
+    default:
+      return 0;
+  }
+}
+
+// The activation quantizer of the CPU's vec_dot for weights of `f`.
+std::string_view q8_quantizer(DeviceFormat f) {
+  if (f == DeviceFormat::kQ4_1 || f == DeviceFormat::kQ5_1) return "quantize_q8_1";
+  return q8_block(f) == 256 ? "quantize_q8_k" : "quantize_q8_0";
+}
+
 // The buffers of one activation. F32: f32[n_rows * n_cols]. Q8: i8[n_rows * n_cols] in
 // `data`, f32 scale[n_rows] and int32 sum[n_rows].
 struct ActBuffers {
@@ -33,8 +56,9 @@ struct ActBuffers {
 
 class ClBackend final : public hal::Backend {
  public:
-  ClBackend(ClDevice device, ClContext context, ClQueue queue, uint64_t max_alloc, uint64_t budget)
-      : device_(std::move(device)),
+  ClBackend(ClDevice device, ClContext context, ClQueue queue, uint64_t max_alloc, uint64_t budget, bool quant_dot)
+      : quant_dot_(quant_dot),
+        device_(std::move(device)),
         context_(std::move(context)),
         queue_(std::move(queue)),
         allocator_(context_.get(), max_alloc, budget),
@@ -93,6 +117,7 @@ class ClBackend final : public hal::Backend {
   Status run_op(const hal::Graph& graph, const hal::Op& op);
   Status embed(const hal::Graph& graph, const hal::Op& op);
   Status matmul(const hal::Graph& graph, const hal::Op& op);
+  Status matmul_q8(const hal::Graph& graph, const hal::Op& op);
   Status attention(const hal::Graph& graph, const hal::Op& op);
   Status elementwise(const hal::Graph& graph, const hal::Op& op);
   Status upload_rope_table(const hal::Graph& graph);
@@ -107,6 +132,7 @@ class ClBackend final : public hal::Backend {
   cl_mem act(hal::ActId id) const { return acts_[static_cast<size_t>(id)].data.get(); }
 
   // Members in dependency order: buffers are released before the allocator and the context.
+  bool quant_dot_ = true;  // ClOptions::quant_dot
   ClDevice device_;
   ClContext context_;
   ClQueue queue_;
@@ -367,6 +393,7 @@ Status ClBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
     }
     return {};
   }
+  if (quant_dot_ && q8_block(w->format) > 0 && w->n_cols % q8_block(w->format) == 0) return matmul_q8(graph, op);
   const std::string name = fmt::format("matmul_{}", format_name(w->format));
   cl_kernel k = kernels_.get(name);
   for (const WeightChunk& c : w->chunks) {
@@ -380,6 +407,42 @@ Status ClBackend::matmul(const hal::Graph& graph, const hal::Op& op) {
     BITNET_RETURN_IF_ERROR(enqueue(name, {n_groups * wg, n_tiles, 1}, true));
   }
   return {};
+}
+
+// The 8-bit activation path (kernels/matmul_q8.cl): the float activations quantized once to
+// the CPU's activation blocks for this weight type (Q8_0, Q8_1 or Q8_K), then one integer-dot
+// kernel enqueue per weight chunk. The scratch goes back to the pool once enqueued: the queue
+// is in order, so a later user of the same buffers runs after these kernels.
+Status ClBackend::matmul_q8(const hal::Graph& graph, const hal::Op& op) {
+  const DeviceWeight* w = weight(op.w);
+  const hal::ActDesc& src = graph.acts[static_cast<size_t>(op.a)];
+  const int64_t block = q8_block(w->format);
+  const std::string_view quantizer = q8_quantizer(w->format);
+  const auto n_elems = static_cast<size_t>(src.n_rows * src.n_cols);
+  const auto n_blocks = static_cast<cl_uint>(n_elems / static_cast<size_t>(block));
+  BITNET_ASSIGN_OR_RETURN(DeviceBuffer q, pool_.acquire(n_elems, "8-bit activations"));
+  auto meta = pool_.acquire(n_elems / 32 * 2 * sizeof(uint32_t), "8-bit activation scales");
+  if (!meta.ok()) {
+    pool_.release(std::move(q));
+    return meta.status();
+  }
+  Status status = set_args(kernels_.get(quantizer), q.get(), meta->get(), act(op.a), n_blocks);
+  if (status.ok()) status = enqueue(quantizer, {n_blocks, 1, 1}, false);
+  const std::string name = fmt::format("matmul_{}_q8", format_name(w->format));
+  const std::string used_as = fmt::format("matmul_{}_{}", format_name(w->format), kernels_.int8_dot() ? "dot" : "int");
+  cl_kernel k = kernels_.get(name);
+  const size_t n_tiles = (static_cast<size_t>(src.n_rows) + kQ8Tile - 1) / kQ8Tile;
+  for (size_t i = 0; status.ok() && i < w->chunks.size(); ++i) {
+    const WeightChunk& c = w->chunks[i];
+    cl_mem scales = c.scales ? c.scales.get() : c.data.get();
+    status = set_args(k, act(op.dst), q.get(), meta->get(), c.data.get(), scales, static_cast<cl_int>(w->n_cols),
+                      static_cast<cl_int>(w->n_rows), static_cast<cl_int>(c.row0), static_cast<cl_int>(c.n_rows),
+                      static_cast<cl_int>(src.n_rows));
+    if (status.ok()) status = enqueue(name, {static_cast<size_t>(c.n_rows), n_tiles, 1}, false, used_as);
+  }
+  pool_.release(std::move(q));
+  pool_.release(std::move(meta).value());
+  return status;
 }
 
 Status ClBackend::attention(const hal::Graph& graph, const hal::Op& op) {
@@ -478,7 +541,7 @@ Result<std::unique_ptr<hal::Backend>> make_backend(const ClOptions& options) {
   program.int8_dot = device.info.int8_dot;
   program.correctly_rounded_div = device.correctly_rounded_div;
   auto backend = std::make_unique<ClBackend>(std::move(device), std::move(context), std::move(queue), max_alloc,
-                                             options.memory_budget_bytes);
+                                             options.memory_budget_bytes, options.quant_dot);
   BITNET_RETURN_IF_ERROR(backend->build_kernels(program));
   return std::unique_ptr<hal::Backend>(std::move(backend));
 }

@@ -36,6 +36,7 @@ class Kernels {
   // The kernel named `name` (a BITNET_CHECK failure if the program lacks it: a bug).
   cl_kernel get(std::string_view name) const;
   int work_group() const { return options_.work_group; }
+  bool int8_dot() const { return options_.int8_dot; }
   const std::string& build_options() const { return build_options_; }
 
  private:

@@ -1,8 +1,8 @@
 // llama.cpp's block formats on the OpenCL backend (Q4_0 .. Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS;
 // kernels/matmul_quant.cl): the file's blocks are uploaded unchanged and dequantized in the
-// kernels. Checked against quant::dequantize, not against the CPU backend: the CPU dots some
-// of these types with 8-bit activations (llama.cpp's vec_dot), the OpenCL kernels with float
-// ones (tests/backend_ops compares the two within the activation-quantization bound).
+// kernels. Checked against quant::dequantize, not against the CPU backend: the CPU dots these
+// types with 8-bit activations (llama.cpp's vec_dot), the float path (ClOptions::quant_dot =
+// false, tested here) with float ones; the 8-bit path is cl_quant_dot_test.cpp's.
 //  - embed of every row equals quant::dequantize bit for bit (random block bytes: every code,
 //    scale and sign bit pattern), also with rows split into chunks by a small allocation limit;
 //  - matmul against float activations is the double dot of the dequantized rows within the
@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/block_quant_test_util.h"
 #include "backends/opencl/cl_test_util.h"
 #include "core/fp16.h"
 #include "quant/test_util.h"
@@ -26,34 +27,10 @@ constexpr GgmlType kBlockTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::
                                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K,
                                     GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
 
-int64_t block_elems(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kQ5_0: case GgmlType::kQ5_1:
-    case GgmlType::kIQ4_NL:
-      return 32;
-    default:
-      return 256;
-  }
-}
-
-std::vector<float> dequantized(GgmlType t, std::span<const uint8_t> bytes, int64_t n) {
-  std::vector<float> y(static_cast<size_t>(n));
-  const Status s = quant::dequantize(t, bytes, n, y.data());
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return y;
-}
-
-// The kernel name suffix: "q4_k" for Q4_K.
-std::string lower_name(GgmlType t) {
-  std::string n(ggml_type_name(t));
-  for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return n;
-}
-
-bool uses(const hal::Backend& b, const std::string& kernel) {
-  const std::vector<std::string> used = b.kernels_used();
-  return std::find(used.begin(), used.end(), kernel) != used.end();
-}
+using backend_test::block_elems;
+using backend_test::dequantized;
+using backend_test::lower_name;
+using backend_test::uses;
 
 hal::Graph one_op_graph(int64_t n_tokens) {
   hal::Graph g;
@@ -125,7 +102,7 @@ class OpenclBlockMatmul : public testing::TestWithParam<QuantMatmulCase> {};
 // sum |w x|).
 TEST_P(OpenclBlockMatmul, MatchesDequantizedReference) {
   const QuantMatmulCase c = GetParam();
-  BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{});
+  BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{.quant_dot = false});
   WeightTable table(42);
   constexpr int64_t kInputRows = 16;
   const hal::WeightId xt = table.add_float(GgmlType::kF32, kInputRows, c.n_cols);

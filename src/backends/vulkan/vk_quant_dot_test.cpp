@@ -22,7 +22,6 @@
 #include "backends/vulkan/vk_backend.h"
 #include "backends/vulkan/vk_quant_test_util.h"
 #include "backends/vulkan/vk_test_util.h"
-#include "core/fp16.h"
 
 namespace bitnet::vulkan::test {
 namespace {
@@ -35,15 +34,6 @@ struct DotCase {
 
 void PrintTo(const DotCase& c, std::ostream* os) {
   *os << ggml_type_name(c.type) << " " << c.n_rows << "x" << c.n_cols << " t" << c.n_tokens;
-}
-
-// The fp16 min m of each 32-element block of a Q4_1 / Q5_1 row set (0 for the other types).
-float block_min(GgmlType t, const std::vector<uint8_t>& bytes, int64_t block_index) {
-  if (t != GgmlType::kQ4_1 && t != GgmlType::kQ5_1) return 0.0f;
-  const int64_t block_bytes = t == GgmlType::kQ4_1 ? 20 : 24;
-  uint16_t h;
-  std::memcpy(&h, bytes.data() + block_index * block_bytes + 2, 2);
-  return fp16_to_fp32(h);
 }
 
 class VulkanBlockQuantDot : public testing::TestWithParam<DotCase> {};
@@ -91,31 +81,11 @@ TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   }
 
   // The activation-quantization bound against the dequantized double dot.
-  const int64_t act_block = block_elems(c.type);
-  std::vector<double> ref(n_out), bound(n_out);
-  for (int64_t t = 0; t < c.n_tokens; ++t) {
-    const float* xr = xs.data() + tokens[static_cast<size_t>(t)] * c.n_cols;
-    for (int64_t r = 0; r < c.n_rows; ++r) {
-      double sum = 0.0, mag = 0.0, err = 0.0;
-      for (int64_t b0 = 0; b0 < c.n_cols; b0 += act_block) {
-        double amax = 0.0, wabs = 0.0;
-        for (int64_t k = b0; k < b0 + act_block; ++k) {
-          const double wk = wdq[static_cast<size_t>(r * c.n_cols + k)];
-          sum += wk * xr[k];
-          mag += std::fabs(wk * xr[k]);
-          wabs += std::fabs(wk);
-          amax = std::max(amax, static_cast<double>(std::fabs(xr[k])));
-        }
-        const double d = amax / 127.0;
-        err += d * (0.5 + 127.0 * 0x1p-11) * wabs;
-        const float m = block_min(c.type, wbytes, (r * c.n_cols + b0) / 32);
-        err += std::fabs(m) * 32.0 * amax * 0x1p-10;  // |s| <= 32 * 127 * d, rounded to fp16
-      }
-      const auto i = static_cast<size_t>(t * c.n_rows + r);
-      ref[i] = sum;
-      bound[i] = err + static_cast<double>(c.n_cols / 32 + 16) * 0x1p-23 * (mag + err) + 1e-30;
-    }
-  }
+  std::vector<const float*> x_rows;
+  for (int64_t t = 0; t < c.n_tokens; ++t) x_rows.push_back(xs.data() + tokens[static_cast<size_t>(t)] * c.n_cols);
+  const backend_test::Q8Reference q8ref = backend_test::q8_reference(c.type, wbytes, wdq, c.n_rows, c.n_cols, x_rows);
+  const std::vector<double>& ref = q8ref.ref;
+  const std::vector<double>& bound = q8ref.bound;
 
   const auto devices = probe().devices;
   const bool device_dot = !devices.empty() && devices[0].int8_dot;
@@ -144,7 +114,7 @@ TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
     EXPECT_TRUE(uses(*vk, fmt::format("vulkan:matmul_{}_{}", name, int8_dot && device_dot ? "dot" : "int")));
     EXPECT_FALSE(uses(*vk, "vulkan:matmul_" + name));
     const char* quantizer = c.type == GgmlType::kQ4_1 || c.type == GgmlType::kQ5_1 ? "vulkan:quantize_q8_1"
-                            : act_block == 256                                   ? "vulkan:quantize_q8_k"
+                            : block_elems(c.type) == 256                         ? "vulkan:quantize_q8_k"
                                                                                  : "vulkan:quantize_q8_0";
     EXPECT_TRUE(uses(*vk, quantizer));
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/block_quant_test_util.h"
 #include "hal/backend.h"
 #include "quant/quant.h"
 
@@ -52,34 +53,11 @@ inline hal::ActId add_act(hal::Graph& g, std::string_view name, int64_t n_rows, 
   return static_cast<hal::ActId>(g.acts.size() - 1);
 }
 
-inline int64_t block_elems(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kQ5_0: case GgmlType::kQ5_1:
-    case GgmlType::kIQ4_NL:
-      return 32;
-    default:
-      return 256;
-  }
-}
-
-inline std::vector<float> dequantized(GgmlType t, std::span<const uint8_t> bytes, int64_t n) {
-  std::vector<float> y(static_cast<size_t>(n));
-  const Status s = quant::dequantize(t, bytes, n, y.data());
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return y;
-}
-
-// The kernel name suffix: "q4_k" for Q4_K.
-inline std::string lower_name(GgmlType t) {
-  std::string n(ggml_type_name(t));
-  for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return n;
-}
-
-inline bool uses(const hal::Backend& b, const std::string& kernel) {
-  const std::vector<std::string> used = b.kernels_used();
-  return std::find(used.begin(), used.end(), kernel) != used.end();
-}
+// Block sizes, dequantized rows and kernel-name helpers shared with the OpenCL tests.
+using backend_test::block_elems;
+using backend_test::dequantized;
+using backend_test::lower_name;
+using backend_test::uses;
 
 inline hal::Graph one_op_graph(int64_t n_tokens) {
   hal::Graph g;

@@ -1,0 +1,164 @@
+// The 8-bit activation path of the block formats on OpenCL (ClOptions::quant_dot:
+// kernels/matmul_q8.cl, quantize_q8_0/1/k + matmul_<type>_q8) for every block format (Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS):
+//  - equal to the CPU backend (scalar set: ggml's quantizers and vec_dot) bit for bit: the
+//    integer sums are exact and the float steps are the CPU's, one rounding each;
+//  - within the activation-quantization error of the double dot of the dequantized weights
+//    with the float activations (backend_test::q8_reference);
+// on odd shapes: several blocks, odd row counts, 1 and several tokens (tiles of 4 and a
+// remainder), and weights split into row chunks by a small allocation limit.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/block_quant_test_util.h"
+#include "backends/opencl/cl_test_util.h"
+
+namespace bitnet::opencl::test {
+namespace {
+
+using backend_test::block_elems;
+using backend_test::lower_name;
+using backend_test::uses;
+
+struct DotCase {
+  GgmlType type;
+  int64_t n_rows, n_cols, n_tokens;
+  uint64_t max_alloc;  // 0: the device's (no split)
+};
+
+class OpenclBlockQuantDot : public testing::TestWithParam<DotCase> {};
+
+TEST_P(OpenclBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
+  const DotCase c = GetParam();
+  WeightTable table(43);
+  constexpr int64_t kInputRows = 16;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> xs(static_cast<size_t>(kInputRows * c.n_cols));
+  for (float& f : xs) f = nd(table.rng());
+  // An all-zero block (d = 0), a large and a small row.
+  for (int64_t k = 0; k < 256 && k < c.n_cols; ++k) xs[static_cast<size_t>(1 * c.n_cols + k)] = 0.0f;
+  for (int64_t k = 0; k < c.n_cols; ++k) xs[static_cast<size_t>(4 * c.n_cols + k)] *= 300.0f;
+  for (int64_t k = 0; k < c.n_cols; ++k) xs[static_cast<size_t>(7 * c.n_cols + k)] *= 1e-3f;
+  std::normal_distribution<float> wd(0.0f, 0.5f);
+  std::vector<float> v(static_cast<size_t>(c.n_rows * c.n_cols));
+  for (float& f : v) f = wd(table.rng());
+  // Every weight row leans on one direction, and input row 10 (token 3) is that direction:
+  // large integer block sums (|sumi| > 2^13) whose products with the scales round, so that
+  // the order of the float steps shows.
+  std::vector<float> base(static_cast<size_t>(c.n_cols));
+  for (float& f : base) f = wd(table.rng());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * v[i] + base[i % base.size()];
+  std::copy(base.begin(), base.end(), xs.begin() + 10 * c.n_cols);
+  table.add_values(GgmlType::kF32, kInputRows, c.n_cols, xs);
+  const std::vector<uint8_t> wbytes = quant::quantize(c.type, v.data(), c.n_rows, c.n_cols).value();
+  const std::vector<float> wdq = backend_test::dequantized(c.type, wbytes, c.n_rows * c.n_cols);
+  if (c.max_alloc > 0) ASSERT_GT(wbytes.size(), c.max_alloc) << "the weight would not be split";
+  const hal::WeightId w = table.add_bytes(c.type, c.n_rows, c.n_cols, wbytes);
+  hal::Graph g;
+  g.n_tokens = c.n_tokens;
+  const hal::ActId x = add_act(g, "x", c.n_tokens, c.n_cols);
+  const hal::ActId y = add_act(g, "y", c.n_tokens, c.n_rows);
+  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = 0});
+  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
+  g.logits = y;
+  std::vector<int32_t> tokens(static_cast<size_t>(c.n_tokens));
+  std::vector<const float*> x_rows;
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    tokens[static_cast<size_t>(t)] = static_cast<int32_t>((3 * t + 1) % kInputRows);
+    x_rows.push_back(xs.data() + tokens[static_cast<size_t>(t)] * c.n_cols);
+  }
+  const size_t n_out = static_cast<size_t>(c.n_tokens * c.n_rows);
+
+  std::vector<float> want(n_out, -12345.0f);
+  {
+    auto cpu = cpu::make_cpu_backend({1, "scalar"});
+    ASSERT_TRUE(cpu->load_weights(table.descs()).ok());
+    ASSERT_TRUE(cpu->init_kv({1, 32, 8}).ok());
+    const Status s = cpu->compute(g, tokens, want);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  const backend_test::Q8Reference ref = backend_test::q8_reference(c.type, wbytes, wdq, c.n_rows, c.n_cols, x_rows);
+
+  ClOptions o;
+  o.max_alloc_bytes = c.max_alloc;
+  BITNET_CL_BACKEND_OR_SKIP(cl, o);
+  const Status loaded = cl->load_weights(table.descs());
+  ASSERT_TRUE(loaded.ok()) << loaded.to_string();
+  ASSERT_TRUE(cl->init_kv({1, 32, 8}).ok());
+  std::vector<float> got(n_out, -12345.0f);
+  const Status s = cl->compute(g, tokens, got);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < n_out; ++i) {
+    if (std::memcmp(&got[i], &want[i], 4) != 0 && mismatches++ < 5) {
+      ADD_FAILURE() << ggml_type_name(c.type) << " output " << i << ": opencl " << fmt::format("{:.9g}", got[i])
+                    << " cpu " << fmt::format("{:.9g}", want[i]);
+    }
+    EXPECT_NEAR(got[i], ref.ref[i], ref.bound[i]) << ggml_type_name(c.type) << " output " << i;
+  }
+  EXPECT_EQ(mismatches, 0);
+  const std::string name = lower_name(c.type);
+  const std::vector<std::string> used = cl->kernels_used();
+  const bool int_kernel = uses(*cl, fmt::format("opencl:matmul_{}_int", name));
+  const bool dot_kernel = uses(*cl, fmt::format("opencl:matmul_{}_dot", name));
+  EXPECT_TRUE(int_kernel != dot_kernel) << fmt::format("{}", fmt::join(used, " "));
+  EXPECT_FALSE(uses(*cl, "opencl:matmul_" + name));
+  EXPECT_TRUE(uses(*cl, std::string("opencl:") + backend_test::q8_quantizer(c.type)));
+}
+
+constexpr GgmlType kDotTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                  GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                                  GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
+
+std::vector<DotCase> dot_cases() {
+  std::vector<DotCase> cases;
+  for (GgmlType t : kDotTypes) {
+    const int64_t b = block_elems(t);
+    cases.push_back({t, 37, b == 32 ? 96 : 512, 7, 0});
+    cases.push_back({t, 3, b == 32 ? 576 : 1024, 1, 0});
+    // 71 rows split into row chunks by an allocation limit a little above the activations'
+    // (5 tokens of floats); the weight is larger than that.
+    const int64_t n_cols = b == 32 ? 160 : 512;
+    cases.push_back({t, 71, n_cols, 5, static_cast<uint64_t>(5 * n_cols * 4 + 1024)});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, OpenclBlockQuantDot, testing::ValuesIn(dot_cases()), [](const auto& p) {
+  const DotCase& c = p.param;
+  return fmt::format("{}_{}x{}_t{}{}", ggml_type_name(c.type), c.n_rows, c.n_cols, c.n_tokens,
+                     c.max_alloc > 0 ? "_split" : "");
+});
+
+// ClOptions::quant_dot = false keeps these types on the float path (matmul_quant.cl).
+TEST(OpenclBlockQuantDot, OptionOffUsesFloatPath) {
+  WeightTable table(44);
+  const hal::WeightId xt = table.add_float(GgmlType::kF32, 4, 64);
+  const hal::WeightId w = table.add_values(GgmlType::kQ4_1, 5, 64, std::vector<float>(5 * 64, 0.25f));
+  hal::Graph g;
+  g.n_tokens = 2;
+  const hal::ActId x = add_act(g, "x", 2, 64);
+  const hal::ActId y = add_act(g, "y", 2, 5);
+  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = xt});
+  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
+  g.logits = y;
+  BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{.quant_dot = false});
+  ASSERT_TRUE(cl->load_weights(table.descs()).ok());
+  ASSERT_TRUE(cl->init_kv({1, 8, 8}).ok());
+  const std::vector<int32_t> tokens = {0, 3};
+  std::vector<float> out(10);
+  ASSERT_TRUE(cl->compute(g, tokens, out).ok());
+  EXPECT_TRUE(uses(*cl, "opencl:matmul_q4_1"));
+  EXPECT_FALSE(uses(*cl, "opencl:quantize_q8_1"));
+  EXPECT_FALSE(uses(*cl, "opencl:matmul_q4_1_int"));
+}
+
+}  // namespace
+}  // namespace bitnet::opencl::test
