@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -108,6 +109,58 @@ inline Q8Reference q8_reference(GgmlType type, std::span<const uint8_t> wbytes, 
     }
   }
   return out;
+}
+
+// One case of a GPU backend's 8-bit activation matmul test: n_rows x n_cols weights of `type`
+// against n_tokens activation rows; `limit` > 0 caps the backend's buffer size (OpenCL's
+// allocation, Vulkan's binding) so that the weight is split into row chunks.
+struct BlockDotCase {
+  GgmlType type;
+  int64_t n_rows, n_cols, n_tokens;
+  uint64_t limit;  // 0: the device's (no split)
+};
+
+inline void PrintTo(const BlockDotCase& c, std::ostream* os) {
+  *os << ggml_type_name(c.type) << " " << c.n_rows << "x" << c.n_cols << " t" << c.n_tokens;
+}
+
+inline std::string block_dot_case_name(const BlockDotCase& c) {
+  return fmt::format("{}_{}x{}_t{}{}", ggml_type_name(c.type), c.n_rows, c.n_cols, c.n_tokens,
+                     c.limit > 0 ? "_split" : "");
+}
+
+// Every block format with an 8-bit activation path, three cases each: several blocks and 7
+// tokens, long rows and 1 token, and `split_rows` rows of `split_k_cols` columns (K formats;
+// 160 for the 32-element ones) split into row chunks by a limit a little above the
+// activations' (5 tokens of floats).
+inline std::vector<BlockDotCase> block_dot_cases(int64_t split_rows, int64_t split_k_cols) {
+  constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                 GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                                 GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
+  std::vector<BlockDotCase> cases;
+  for (GgmlType t : kTypes) {
+    const int64_t b = block_elems(t);
+    cases.push_back({t, 37, b == 32 ? 96 : 512, 7, 0});
+    cases.push_back({t, 3, b == 32 ? 576 : 1024, 1, 0});
+    const int64_t n_cols = b == 32 ? 160 : split_k_cols;
+    cases.push_back({t, split_rows, n_cols, 5, static_cast<uint64_t>(5 * n_cols * 4 + 1024)});
+  }
+  return cases;
+}
+
+// A backend's outputs `got` equal the CPU scalar set's `want` bit for bit (the first 5
+// differences reported) and lie within the activation-quantization bound of `ref`.
+inline void expect_bits_and_bound(const char* backend, GgmlType type, std::span<const float> got,
+                                  std::span<const float> want, const Q8Reference& ref) {
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], 4) != 0 && mismatches++ < 5) {
+      ADD_FAILURE() << ggml_type_name(type) << " output " << i << ": " << backend << " " << fmt::format("{:.9g}", got[i])
+                    << " cpu " << fmt::format("{:.9g}", want[i]);
+    }
+    EXPECT_NEAR(got[i], ref.ref[i], ref.bound[i]) << ggml_type_name(type) << " output " << i;
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 }  // namespace bitnet::backend_test

@@ -27,11 +27,7 @@ using backend_test::block_elems;
 using backend_test::lower_name;
 using backend_test::uses;
 
-struct DotCase {
-  GgmlType type;
-  int64_t n_rows, n_cols, n_tokens;
-  uint64_t max_alloc;  // 0: the device's (no split)
-};
+using DotCase = backend_test::BlockDotCase;
 
 class OpenclBlockQuantDot : public testing::TestWithParam<DotCase> {};
 
@@ -59,7 +55,9 @@ TEST_P(OpenclBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   table.add_values(GgmlType::kF32, kInputRows, c.n_cols, xs);
   const std::vector<uint8_t> wbytes = quant::quantize(c.type, v.data(), c.n_rows, c.n_cols).value();
   const std::vector<float> wdq = backend_test::dequantized(c.type, wbytes, c.n_rows * c.n_cols);
-  if (c.max_alloc > 0) ASSERT_GT(wbytes.size(), c.max_alloc) << "the weight would not be split";
+  if (c.limit > 0) {
+    ASSERT_GT(wbytes.size(), c.limit) << "the weight would not be split";
+  }
   const hal::WeightId w = table.add_bytes(c.type, c.n_rows, c.n_cols, wbytes);
   hal::Graph g;
   g.n_tokens = c.n_tokens;
@@ -87,7 +85,7 @@ TEST_P(OpenclBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   const backend_test::Q8Reference ref = backend_test::q8_reference(c.type, wbytes, wdq, c.n_rows, c.n_cols, x_rows);
 
   ClOptions o;
-  o.max_alloc_bytes = c.max_alloc;
+  o.max_alloc_bytes = c.limit;
   BITNET_CL_BACKEND_OR_SKIP(cl, o);
   const Status loaded = cl->load_weights(table.descs());
   ASSERT_TRUE(loaded.ok()) << loaded.to_string();
@@ -95,15 +93,7 @@ TEST_P(OpenclBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   std::vector<float> got(n_out, -12345.0f);
   const Status s = cl->compute(g, tokens, got);
   ASSERT_TRUE(s.ok()) << s.to_string();
-  int64_t mismatches = 0;
-  for (size_t i = 0; i < n_out; ++i) {
-    if (std::memcmp(&got[i], &want[i], 4) != 0 && mismatches++ < 5) {
-      ADD_FAILURE() << ggml_type_name(c.type) << " output " << i << ": opencl " << fmt::format("{:.9g}", got[i])
-                    << " cpu " << fmt::format("{:.9g}", want[i]);
-    }
-    EXPECT_NEAR(got[i], ref.ref[i], ref.bound[i]) << ggml_type_name(c.type) << " output " << i;
-  }
-  EXPECT_EQ(mismatches, 0);
+  backend_test::expect_bits_and_bound("opencl", c.type, got, want, ref);
   const std::string name = lower_name(c.type);
   const std::vector<std::string> used = cl->kernels_used();
   const bool int_kernel = uses(*cl, fmt::format("opencl:matmul_{}_int", name));
@@ -113,29 +103,9 @@ TEST_P(OpenclBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   EXPECT_TRUE(uses(*cl, std::string("opencl:") + backend_test::q8_quantizer(c.type)));
 }
 
-constexpr GgmlType kDotTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                                  GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-                                  GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
-
-std::vector<DotCase> dot_cases() {
-  std::vector<DotCase> cases;
-  for (GgmlType t : kDotTypes) {
-    const int64_t b = block_elems(t);
-    cases.push_back({t, 37, b == 32 ? 96 : 512, 7, 0});
-    cases.push_back({t, 3, b == 32 ? 576 : 1024, 1, 0});
-    // 71 rows split into row chunks by an allocation limit a little above the activations'
-    // (5 tokens of floats); the weight is larger than that.
-    const int64_t n_cols = b == 32 ? 160 : 512;
-    cases.push_back({t, 71, n_cols, 5, static_cast<uint64_t>(5 * n_cols * 4 + 1024)});
-  }
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Types, OpenclBlockQuantDot, testing::ValuesIn(dot_cases()), [](const auto& p) {
-  const DotCase& c = p.param;
-  return fmt::format("{}_{}x{}_t{}{}", ggml_type_name(c.type), c.n_rows, c.n_cols, c.n_tokens,
-                     c.max_alloc > 0 ? "_split" : "");
-});
+// 71 rows split into row chunks by an allocation limit (the weight is larger than that).
+INSTANTIATE_TEST_SUITE_P(Types, OpenclBlockQuantDot, testing::ValuesIn(backend_test::block_dot_cases(71, 512)),
+                         [](const auto& p) { return backend_test::block_dot_case_name(p.param); });
 
 // ClOptions::quant_dot = false keeps these types on the float path (matmul_quant.cl).
 TEST(OpenclBlockQuantDot, OptionOffUsesFloatPath) {

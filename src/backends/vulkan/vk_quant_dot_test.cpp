@@ -26,15 +26,7 @@
 namespace bitnet::vulkan::test {
 namespace {
 
-struct DotCase {
-  GgmlType type;
-  int64_t n_rows, n_cols, n_tokens;
-  uint64_t max_binding_bytes;  // 0: the device's (no split)
-};
-
-void PrintTo(const DotCase& c, std::ostream* os) {
-  *os << ggml_type_name(c.type) << " " << c.n_rows << "x" << c.n_cols << " t" << c.n_tokens;
-}
+using DotCase = backend_test::BlockDotCase;
 
 class VulkanBlockQuantDot : public testing::TestWithParam<DotCase> {};
 
@@ -84,8 +76,6 @@ TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   std::vector<const float*> x_rows;
   for (int64_t t = 0; t < c.n_tokens; ++t) x_rows.push_back(xs.data() + tokens[static_cast<size_t>(t)] * c.n_cols);
   const backend_test::Q8Reference q8ref = backend_test::q8_reference(c.type, wbytes, wdq, c.n_rows, c.n_cols, x_rows);
-  const std::vector<double>& ref = q8ref.ref;
-  const std::vector<double>& bound = q8ref.bound;
 
   const auto devices = probe().devices;
   const bool device_dot = !devices.empty() && devices[0].int8_dot;
@@ -93,7 +83,7 @@ TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
     SCOPED_TRACE(int8_dot ? "int8_dot" : "plain integer");
     VulkanOptions o;
     o.int8_dot = int8_dot;
-    o.max_binding_bytes = c.max_binding_bytes;
+    o.max_binding_bytes = c.limit;
     BITNET_VK_BACKEND_OR_SKIP(vk, o);
     const Status loaded = vk->load_weights(table.descs());
     ASSERT_TRUE(loaded.ok()) << loaded.to_string();
@@ -101,15 +91,7 @@ TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
     std::vector<float> got(n_out, -12345.0f);
     const Status s = vk->compute(g, tokens, got);
     ASSERT_TRUE(s.ok()) << s.to_string();
-    int64_t mismatches = 0;
-    for (size_t i = 0; i < n_out; ++i) {
-      if (std::memcmp(&got[i], &want[i], 4) != 0 && mismatches++ < 5) {
-        ADD_FAILURE() << ggml_type_name(c.type) << " output " << i << ": vulkan " << fmt::format("{:.9g}", got[i])
-                      << " cpu " << fmt::format("{:.9g}", want[i]);
-      }
-      EXPECT_NEAR(got[i], ref[i], bound[i]) << ggml_type_name(c.type) << " output " << i;
-    }
-    EXPECT_EQ(mismatches, 0);
+    backend_test::expect_bits_and_bound("vulkan", c.type, got, want, q8ref);
     const std::string name = lower_name(c.type);
     EXPECT_TRUE(uses(*vk, fmt::format("vulkan:matmul_{}_{}", name, int8_dot && device_dot ? "dot" : "int")));
     EXPECT_FALSE(uses(*vk, "vulkan:matmul_" + name));
@@ -120,29 +102,9 @@ TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   }
 }
 
-constexpr GgmlType kDotTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                                  GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-                                  GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
-
-std::vector<DotCase> dot_cases() {
-  std::vector<DotCase> cases;
-  for (GgmlType t : kDotTypes) {
-    const int64_t b = block_elems(t);
-    cases.push_back({t, 37, b == 32 ? 96 : 512, 7, 0});
-    cases.push_back({t, 3, b == 32 ? 576 : 1024, 1, 0});
-    // 70 rows (two workgroups), split into row chunks by a binding limit a little above the
-    // activations' (5 tokens of floats).
-    const int64_t n_cols = b == 32 ? 160 : 256;
-    cases.push_back({t, 70, n_cols, 5, static_cast<uint64_t>(5 * n_cols * 4 + 1024)});
-  }
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Types, VulkanBlockQuantDot, testing::ValuesIn(dot_cases()), [](const auto& p) {
-  const DotCase& c = p.param;
-  return fmt::format("{}_{}x{}_t{}{}", ggml_type_name(c.type), c.n_rows, c.n_cols, c.n_tokens,
-                     c.max_binding_bytes > 0 ? "_split" : "");
-});
+// 70 rows (two workgroups) split into row chunks by a binding limit.
+INSTANTIATE_TEST_SUITE_P(Types, VulkanBlockQuantDot, testing::ValuesIn(backend_test::block_dot_cases(70, 256)),
+                         [](const auto& p) { return backend_test::block_dot_case_name(p.param); });
 
 // VulkanOptions::quant_dot = false keeps these types on the float path (matmul_float).
 TEST(VulkanBlockQuantDot, OptionOffUsesFloatPath) {
