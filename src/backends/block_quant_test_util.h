@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <ostream>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -146,6 +147,40 @@ inline std::vector<BlockDotCase> block_dot_cases(int64_t split_rows, int64_t spl
     cases.push_back({t, split_rows, n_cols, 5, static_cast<uint64_t>(5 * n_cols * 4 + 1024)});
   }
   return cases;
+}
+
+// The inputs of one BlockDotCase: n_input_rows activation rows xs[n_input_rows][n_cols] (row 1
+// starts with an all-zero block, so d = 0; row 4 is large, row 7 small) and the float weights
+// v[n_rows][n_cols] to quantize. Every weight row leans on one direction, which is input row
+// 10: large integer block sums (|sumi| > 2^13) whose products with the scales round, so that
+// the order of the float steps shows.
+struct BlockDotData {
+  std::vector<float> xs, v;
+};
+
+inline BlockDotData block_dot_data(std::mt19937& rng, const BlockDotCase& c, int64_t n_input_rows) {
+  BlockDotData d;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  d.xs.resize(static_cast<size_t>(n_input_rows * c.n_cols));
+  for (float& f : d.xs) f = nd(rng);
+  for (int64_t k = 0; k < 256 && k < c.n_cols; ++k) d.xs[static_cast<size_t>(1 * c.n_cols + k)] = 0.0f;
+  for (int64_t k = 0; k < c.n_cols; ++k) d.xs[static_cast<size_t>(4 * c.n_cols + k)] *= 300.0f;
+  for (int64_t k = 0; k < c.n_cols; ++k) d.xs[static_cast<size_t>(7 * c.n_cols + k)] *= 1e-3f;
+  std::normal_distribution<float> wd(0.0f, 0.5f);
+  d.v.resize(static_cast<size_t>(c.n_rows * c.n_cols));
+  for (float& f : d.v) f = wd(rng);
+  std::vector<float> base(static_cast<size_t>(c.n_cols));
+  for (float& f : base) f = wd(rng);
+  for (size_t i = 0; i < d.v.size(); ++i) d.v[i] = 0.5f * d.v[i] + base[i % base.size()];
+  std::copy(base.begin(), base.end(), d.xs.begin() + 10 * c.n_cols);
+  return d;
+}
+
+// The token ids of a case: token t reads input row (3t + 1) mod n_input_rows.
+inline std::vector<int32_t> block_dot_tokens(int64_t n_tokens, int64_t n_input_rows) {
+  std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t) tokens[static_cast<size_t>(t)] = static_cast<int32_t>((3 * t + 1) % n_input_rows);
+  return tokens;
 }
 
 // A backend's outputs `got` equal the CPU scalar set's `want` bit for bit (the first 5

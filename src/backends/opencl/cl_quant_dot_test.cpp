@@ -35,23 +35,7 @@ TEST_P(OpenclBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   const DotCase c = GetParam();
   WeightTable table(43);
   constexpr int64_t kInputRows = 16;
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> xs(static_cast<size_t>(kInputRows * c.n_cols));
-  for (float& f : xs) f = nd(table.rng());
-  // An all-zero block (d = 0), a large and a small row.
-  for (int64_t k = 0; k < 256 && k < c.n_cols; ++k) xs[static_cast<size_t>(1 * c.n_cols + k)] = 0.0f;
-  for (int64_t k = 0; k < c.n_cols; ++k) xs[static_cast<size_t>(4 * c.n_cols + k)] *= 300.0f;
-  for (int64_t k = 0; k < c.n_cols; ++k) xs[static_cast<size_t>(7 * c.n_cols + k)] *= 1e-3f;
-  std::normal_distribution<float> wd(0.0f, 0.5f);
-  std::vector<float> v(static_cast<size_t>(c.n_rows * c.n_cols));
-  for (float& f : v) f = wd(table.rng());
-  // Every weight row leans on one direction, and input row 10 (token 3) is that direction:
-  // large integer block sums (|sumi| > 2^13) whose products with the scales round, so that
-  // the order of the float steps shows.
-  std::vector<float> base(static_cast<size_t>(c.n_cols));
-  for (float& f : base) f = wd(table.rng());
-  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * v[i] + base[i % base.size()];
-  std::copy(base.begin(), base.end(), xs.begin() + 10 * c.n_cols);
+  const auto [xs, v] = backend_test::block_dot_data(table.rng(), c, kInputRows);
   table.add_values(GgmlType::kF32, kInputRows, c.n_cols, xs);
   const std::vector<uint8_t> wbytes = quant::quantize(c.type, v.data(), c.n_rows, c.n_cols).value();
   const std::vector<float> wdq = backend_test::dequantized(c.type, wbytes, c.n_rows * c.n_cols);
@@ -66,12 +50,9 @@ TEST_P(OpenclBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = 0});
   g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
   g.logits = y;
-  std::vector<int32_t> tokens(static_cast<size_t>(c.n_tokens));
+  const std::vector<int32_t> tokens = backend_test::block_dot_tokens(c.n_tokens, kInputRows);
   std::vector<const float*> x_rows;
-  for (int64_t t = 0; t < c.n_tokens; ++t) {
-    tokens[static_cast<size_t>(t)] = static_cast<int32_t>((3 * t + 1) % kInputRows);
-    x_rows.push_back(xs.data() + tokens[static_cast<size_t>(t)] * c.n_cols);
-  }
+  for (int32_t t : tokens) x_rows.push_back(xs.data() + t * c.n_cols);
   const size_t n_out = static_cast<size_t>(c.n_tokens * c.n_rows);
 
   std::vector<float> want(n_out, -12345.0f);
