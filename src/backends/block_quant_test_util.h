@@ -183,6 +183,20 @@ inline std::vector<int32_t> block_dot_tokens(int64_t n_tokens, int64_t n_input_r
   return tokens;
 }
 
+// y = W x for n_tokens rows x of the float table `table` (row of token t), W = `w`
+// [n_rows][n_cols]: an embed op then a matmul, y the logits.
+inline hal::Graph embed_matmul_graph(int64_t n_tokens, int64_t n_cols, int64_t n_rows, hal::WeightId table,
+                                     hal::WeightId w) {
+  hal::Graph g;
+  g.n_tokens = n_tokens;
+  g.acts.push_back({"x", hal::ActType::kF32, n_tokens, n_cols});
+  g.acts.push_back({"y", hal::ActType::kF32, n_tokens, n_rows});
+  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = 0, .w = table});
+  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = 1, .a = 0, .w = w});
+  g.logits = 1;
+  return g;
+}
+
 // A backend's outputs `got` equal the CPU scalar set's `want` bit for bit (the first 5
 // differences reported) and lie within the activation-quantization bound of `ref`.
 inline void expect_bits_and_bound(const char* backend, GgmlType type, std::span<const float> got,

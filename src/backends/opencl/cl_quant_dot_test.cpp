@@ -43,13 +43,7 @@ TEST_P(OpenclBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
     ASSERT_GT(wbytes.size(), c.limit) << "the weight would not be split";
   }
   const hal::WeightId w = table.add_bytes(c.type, c.n_rows, c.n_cols, wbytes);
-  hal::Graph g;
-  g.n_tokens = c.n_tokens;
-  const hal::ActId x = add_act(g, "x", c.n_tokens, c.n_cols);
-  const hal::ActId y = add_act(g, "y", c.n_tokens, c.n_rows);
-  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = 0});
-  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
-  g.logits = y;
+  const hal::Graph g = backend_test::embed_matmul_graph(c.n_tokens, c.n_cols, c.n_rows, 0, w);
   const std::vector<int32_t> tokens = backend_test::block_dot_tokens(c.n_tokens, kInputRows);
   std::vector<const float*> x_rows;
   for (int32_t t : tokens) x_rows.push_back(xs.data() + t * c.n_cols);
@@ -93,13 +87,7 @@ TEST(OpenclBlockQuantDot, OptionOffUsesFloatPath) {
   WeightTable table(44);
   const hal::WeightId xt = table.add_float(GgmlType::kF32, 4, 64);
   const hal::WeightId w = table.add_values(GgmlType::kQ4_1, 5, 64, std::vector<float>(5 * 64, 0.25f));
-  hal::Graph g;
-  g.n_tokens = 2;
-  const hal::ActId x = add_act(g, "x", 2, 64);
-  const hal::ActId y = add_act(g, "y", 2, 5);
-  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = xt});
-  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
-  g.logits = y;
+  const hal::Graph g = backend_test::embed_matmul_graph(2, 64, 5, xt, w);
   BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{.quant_dot = false});
   ASSERT_TRUE(cl->load_weights(table.descs()).ok());
   ASSERT_TRUE(cl->init_kv({1, 8, 8}).ok());

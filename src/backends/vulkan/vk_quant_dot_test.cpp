@@ -44,12 +44,7 @@ TEST_P(VulkanBlockQuantDot, EqualsCpuAndDequantizedDotWithinActivationError) {
   const std::vector<float> wdq = dequantized(c.type, bytes, c.n_rows * c.n_cols);
   const std::vector<uint8_t> wbytes = bytes;
   const hal::WeightId w = table.add_bytes(c.type, c.n_rows, c.n_cols, std::move(bytes));
-  hal::Graph g = one_op_graph(c.n_tokens);
-  const hal::ActId x = add_act(g, "x", c.n_tokens, c.n_cols);
-  const hal::ActId y = add_act(g, "y", c.n_tokens, c.n_rows);
-  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = 0});
-  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
-  g.logits = y;
+  const hal::Graph g = backend_test::embed_matmul_graph(c.n_tokens, c.n_cols, c.n_rows, 0, w);
   const std::vector<int32_t> tokens = backend_test::block_dot_tokens(c.n_tokens, kInputRows);
   const size_t n_out = static_cast<size_t>(c.n_tokens * c.n_rows);
 
@@ -101,12 +96,7 @@ TEST(VulkanBlockQuantDot, OptionOffUsesFloatPath) {
   WeightTable table(44);
   const hal::WeightId xt = table.add_float(GgmlType::kF32, 4, 64);
   const hal::WeightId w = table.add_float(GgmlType::kQ4_1, 5, 64);
-  hal::Graph g = one_op_graph(2);
-  const hal::ActId x = add_act(g, "x", 2, 64);
-  const hal::ActId y = add_act(g, "y", 2, 5);
-  g.ops.push_back({.kind = hal::OpKind::kEmbed, .dst = x, .w = xt});
-  g.ops.push_back({.kind = hal::OpKind::kMatmul, .dst = y, .a = x, .w = w});
-  g.logits = y;
+  const hal::Graph g = backend_test::embed_matmul_graph(2, 64, 5, xt, w);
   BITNET_VK_BACKEND_OR_SKIP(vk, VulkanOptions{.quant_dot = false});
   ASSERT_TRUE(vk->load_weights(table.descs()).ok());
   ASSERT_TRUE(vk->init_kv({1, 8, 8}).ok());
