@@ -5,8 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -68,7 +68,7 @@ class CudaBackend final : public hal::Backend {
   Status load_weights(std::span<const hal::WeightDesc> weights) override;
   Status init_kv(const hal::KvShape& shape) override;
   Status compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) override;
-  std::vector<std::string> kernels_used() const override { return {kernels_used_.begin(), kernels_used_.end()}; }
+  std::vector<std::string> kernels_used() const override;
   hal::BackendStats stats() const override;
   uint64_t weight_bytes(hal::WeightId id) const override {
     return id >= 0 && static_cast<size_t>(id) < weights_.size() ? weights_[static_cast<size_t>(id)].device_bytes() : 0;
@@ -122,7 +122,9 @@ class CudaBackend final : public hal::Backend {
   bool fuse_ = true;           // CudaOptions::fuse
   std::unique_ptr<CapturedStep> captured_;
   std::string last_signature_;  // of the last step not replayed
-  std::set<std::string> kernels_used_;
+  // What has run, for kernels_used(): flags set per launch, names built only when asked.
+  std::array<bool, kKernelCount> launched_{};
+  bool replayed_ = false;  // a captured step graph has been replayed
 };
 
 }  // namespace bitnet::cuda

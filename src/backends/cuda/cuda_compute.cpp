@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "backends/cuda/cuda_backend_impl.h"
 
@@ -92,7 +93,7 @@ Status CudaBackend::launch_all(const hal::Graph& graph, const std::vector<Kernel
     if (plan[i] == Kernel::kFused) continue;  // run by the fused kernel before it
     const Status s = launch(graph, i, plan[i]);
     if (!s.ok()) return s.with_context(fmt::format("op {} ({})", i, hal::op_name(graph.ops[i].kind)));
-    kernels_used_.insert(std::string(kernel_name(plan[i])));
+    launched_[static_cast<size_t>(plan[i])] = true;
   }
   return {};
 }
@@ -101,6 +102,15 @@ Status CudaBackend::read_logits(const hal::Graph& graph, std::span<float> logits
   BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(logits.data(), f32(graph.logits), logits.size_bytes(),
                                                      cudaMemcpyDeviceToHost, stream_), "copying the logits back"));
   return cuda_status(cudaStreamSynchronize(stream_), "running the step");
+}
+
+std::vector<std::string> CudaBackend::kernels_used() const {
+  std::set<std::string> names;
+  for (size_t k = 0; k < kKernelCount; ++k) {
+    if (launched_[k]) names.emplace(kernel_name(static_cast<Kernel>(k)));
+  }
+  if (replayed_) names.emplace("cuda:graph_replay");
+  return {names.begin(), names.end()};
 }
 
 Status CudaBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {

@@ -34,7 +34,7 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
     if (s.ok()) s = cuda_status(cudaGraphLaunch(captured_->exec, stream_), "cudaGraphLaunch");
     if (s.ok()) s = read_logits(graph, logits);
     if (!s.ok()) drop_captured();
-    if (s.ok()) kernels_used_.insert("cuda:graph_replay");
+    if (s.ok()) replayed_ = true;
     return s;
   }
   if (signature != last_signature_) {

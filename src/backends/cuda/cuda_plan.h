@@ -63,6 +63,7 @@ enum class Kernel : uint8_t {
   kFused,         // an op run by the fused kernel of an op before it: no launch
 };
 std::string_view kernel_name(Kernel k);
+inline constexpr size_t kKernelCount = static_cast<size_t>(Kernel::kFused) + 1;
 
 // Most tokens the W2A8 GEMV takes before the GEMM on tensor cores pays off.
 inline constexpr int64_t kGemvMaxTokens = 8;
