@@ -60,12 +60,6 @@ __m256i add_group_dot(__m256i dot16, const GroupCodes& w, const GroupActs& x) {
   return add_group_dot(dot16, w, x.a[0], x.a[1], x.a[2], x.a[3]);
 }
 
-__m256i add_group_dot(__m256i dot16, const GroupCodes& w, const int8_t* q) {
-  const auto* p = reinterpret_cast<const __m256i*>(q);
-  return add_group_dot(dot16, w, _mm256_loadu_si256(p), _mm256_loadu_si256(p + 1), _mm256_loadu_si256(p + 2),
-                       _mm256_loadu_si256(p + 3));
-}
-
 // dot32 + the int16 lanes of dot16, widened in pairs.
 __m256i widen_add(__m256i dot32, __m256i dot16) {
   return _mm256_add_epi32(dot32, _mm256_madd_epi16(dot16, _mm256_set1_epi16(1)));
@@ -120,38 +114,90 @@ constexpr int64_t kPrefetchBytes = 4096;
   return acc;
 }
 
-// Prefill: one row against T tokens (t0 .. t0+T-1); each group's codes are unpacked once and
-// reused for the T tokens. Lane j of the float accumulator is token t0 + j.
+// Prefill works on column chunks of one int16 span: a chunk's activations for the token tile
+// are copied side by side into a 8 KB buffer, and every row of a sub-block of rows passes over
+// them before the next chunk. They are then read from L1: 8 tokens of a 6912-column row are
+// 55 KB, more than Zen 3's 32 KB L1, and re-reading them from L2 for every row held the tile to
+// about half its instruction rate. Per row and token the chunk dots add up in int32.
+constexpr int64_t kChunkGroups = kInt16Groups;
+constexpr int64_t kSubRows = 64;  // rows whose int32 and float sums a tile keeps (4 KB)
+
+// One row's dots over n <= kChunkGroups groups against T tokens' chunk activations (group g,
+// token j at act + (g * T + j) * kGroupCols), as T int32 lanes (lanes >= T are 0). Each slice
+// of codes is unpacked just before the T tokens use it, so the T int16 sums stay in registers.
 template <int T>
-void gemm_row(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t r, float* y) {
-  // Row r's group g is at row_codes + g * kTernaryRows * kGroupBytes (weights.h).
-  const uint8_t* row_codes = w.ternary.packed.data() + w.ternary.group_offset(r, 0, sh.n_groups);
-  const float* row_scales = w.ternary.scales.data() + w.ternary.scale_index(r, 0, sh.n_blocks);
-  const int8_t* q = x.q + t0 * w.n_cols;
-  const __m256 s = _mm256_loadu_ps(x.scale + t0);  // padded to 8 tokens (kTokenPad)
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < sh.n_blocks; ++b) {
-    const int64_t g0 = b * sh.block_groups;
-    const int64_t g1 = g0 + sh.block_groups;
-    __m256i dot[kTileTokens] = {};  // lanes of tokens >= T stay 0
-    __m256i act_sum = _mm256_setzero_si256();
-    for (int64_t span = g0; span < g1; span += kInt16Groups) {
-      __m256i dot16[T] = {};
-      for (int64_t g = span; g < std::min(g1, span + kInt16Groups); ++g) {
-        const GroupCodes c = unpack_codes(row_codes + g * kTernaryRows * kGroupBytes);
-        for (int j = 0; j < T; ++j) dot16[j] = add_group_dot(dot16[j], c, q + j * w.n_cols + g * kGroupCols);
-        act_sum = _mm256_add_epi32(
-            act_sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.group_sum + g * x.token_stride + t0)));
+[[gnu::always_inline]] inline __m256i chunk_dots(const uint8_t* codes, const int8_t* act, int64_t n) {
+  const __m256i mask = _mm256_set1_epi8(3);
+  __m256i d[kTileTokens];
+  for (int j = 0; j < kTileTokens; ++j) d[j] = _mm256_setzero_si256();
+  for (int64_t g = 0; g < n; ++g) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + g * kTernaryRows * kGroupBytes));
+    const int8_t* a = act + g * T * kGroupCols;
+    for (int k = 0; k < 4; ++k) {
+      // Field k of each byte (bits 7-6 for k = 0 ... bits 1-0 for k = 3).
+      const __m256i c = _mm256_and_si256(k == 3 ? v : _mm256_srli_epi16(v, 6 - 2 * k), mask);
+      for (int j = 0; j < T; ++j) {
+        const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(a + j * kGroupCols + 32 * k));
+        d[j] = _mm256_add_epi16(d[j], _mm256_maddubs_epi16(c, q));
+        // Without this GCC regroups the adds into trees over all 32 products of a group, whose
+        // partial sums outnumber the 16 registers and spill.
+        asm("" : "+x"(d[j]));
       }
-      for (int j = 0; j < T; ++j) dot[j] = widen_add(dot[j], dot16[j]);
     }
-    const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(hsum8(dot), act_sum));
-    const __m256 scale = _mm256_set1_ps(row_scales[b * kTernaryRows]);
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_div_ps(d, s), scale));
   }
-  alignas(32) float out[kTileTokens];
-  _mm256_store_ps(out, acc);
-  for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[j];
+  for (int j = 0; j < kTileTokens; ++j) d[j] = _mm256_madd_epi16(d[j], _mm256_set1_epi16(1));
+  return hsum8(d);
+}
+
+// Prefill: rows [ra, rb) against T tokens (t0 .. t0+T-1). Lane j of each vector is token t0 + j.
+template <int T>
+void gemm_tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
+               float* y) {
+  alignas(32) int8_t act[kChunkGroups * kTileTokens * kGroupCols];
+  alignas(32) int32_t dot[kSubRows][kTileTokens];
+  alignas(32) float acc[kSubRows][kTileTokens];
+  const __m256 s = _mm256_loadu_ps(x.scale + t0);  // padded to 8 tokens (kTokenPad)
+  for (int64_t r0 = ra; r0 < rb; r0 += kSubRows) {
+    const int64_t n_rows = min64(rb - r0, kSubRows);
+    for (int64_t i = 0; i < n_rows; ++i) _mm256_store_ps(acc[i], _mm256_setzero_ps());
+    for (int64_t b = 0; b < sh.n_blocks; ++b) {
+      const int64_t gb0 = b * sh.block_groups;
+      const int64_t gb1 = gb0 + sh.block_groups;
+      for (int64_t i = 0; i < n_rows; ++i) _mm256_store_si256(reinterpret_cast<__m256i*>(dot[i]), _mm256_setzero_si256());
+      __m256i act_sum = _mm256_setzero_si256();
+      for (int64_t g0 = gb0; g0 < gb1; g0 += kChunkGroups) {
+        const int64_t n = min64(gb1 - g0, kChunkGroups);
+        for (int64_t g = 0; g < n; ++g) {
+          for (int j = 0; j < T; ++j) {
+            const auto* src = reinterpret_cast<const __m256i*>(x.q + (t0 + j) * w.n_cols + (g0 + g) * kGroupCols);
+            auto* dst = reinterpret_cast<__m256i*>(act + (g * T + j) * kGroupCols);
+            for (int k = 0; k < 4; ++k) _mm256_store_si256(dst + k, _mm256_loadu_si256(src + k));
+          }
+          act_sum = _mm256_add_epi32(act_sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                                  x.group_sum + (g0 + g) * x.token_stride + t0)));
+        }
+        for (int64_t i = 0; i < n_rows; ++i) {
+          // group_offset with the layout's row count as a constant (matmul_ternary checks it).
+          const int64_t r = r0 + i;
+          const uint8_t* codes =
+              w.ternary.packed.data() + ((r / kTernaryRows * sh.n_groups + g0) * kTernaryRows + r % kTernaryRows) * kGroupBytes;
+          auto* di = reinterpret_cast<__m256i*>(dot[i]);
+          _mm256_store_si256(di, _mm256_add_epi32(_mm256_load_si256(di), chunk_dots<T>(codes, act, n)));
+        }
+      }
+      for (int64_t i = 0; i < n_rows; ++i) {
+        const __m256i di = _mm256_load_si256(reinterpret_cast<const __m256i*>(dot[i]));
+        const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(di, act_sum));
+        const int64_t r = r0 + i;  // scale_index with the constant row count, as above
+        const __m256 scale = _mm256_set1_ps(
+            w.ternary.scales[static_cast<size_t>((r / kTernaryRows * sh.n_blocks + b) * kTernaryRows + r % kTernaryRows)]);
+        _mm256_store_ps(acc[i], _mm256_add_ps(_mm256_load_ps(acc[i]), _mm256_mul_ps(_mm256_div_ps(d, s), scale)));
+      }
+    }
+    for (int64_t i = 0; i < n_rows; ++i) {
+      for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r0 + i] = acc[i][j];
+    }
+  }
 }
 
 // The kernel as the shared drivers call it (kernels_ternary_driver.h).
@@ -166,7 +212,7 @@ struct W2A8 {
   template <int T>
   static void tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
                    float* y) {
-    for (int64_t r = ra; r < rb; ++r) gemm_row<T>(w, sh, x, t0, r, y);
+    gemm_tile<T>(w, sh, x, t0, ra, rb, y);
   }
 };
 
