@@ -121,6 +121,7 @@ constexpr int64_t kPrefetchBytes = 4096;
 // about half its instruction rate. Per row and token the chunk dots add up in int32.
 constexpr int64_t kChunkGroups = kInt16Groups;
 constexpr int64_t kSubRows = 64;  // rows whose int32 and float sums a tile keeps (4 KB)
+constexpr int64_t kPrefetchRowGroups = 2;
 
 // One row's dots over n <= kChunkGroups groups against T tokens' chunk activations (group g,
 // token j at act + (g * T + j) * kGroupCols), as T int32 lanes (lanes >= T are 0). Each slice
@@ -176,11 +177,27 @@ void gemm_tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int6
           act_sum = _mm256_add_epi32(act_sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
                                                   x.group_sum + (g0 + g) * x.token_stride + t0)));
         }
+        const int64_t rg_first = r0 / kTernaryRows;
+        const int64_t rg_end = (r0 + n_rows - 1) / kTernaryRows + 1;
         for (int64_t i = 0; i < n_rows; ++i) {
           // group_offset with the layout's row count as a constant (matmul_ternary checks it).
           const int64_t r = r0 + i;
           const uint8_t* codes =
               w.ternary.packed.data() + ((r / kTernaryRows * sh.n_groups + g0) * kTernaryRows + r % kTernaryRows) * kGroupBytes;
+          if (r % kTernaryRows == 0) {
+            // The chunk's codes of the row group kPrefetchRowGroups ahead, or past the sub-block's
+            // end those of the next chunk at its start: with few tokens (a decode step of many
+            // sequences) the codes come from memory and demand misses alone starve the tile.
+            int64_t rg = r / kTernaryRows + kPrefetchRowGroups;
+            int64_t g = g0;
+            if (rg >= rg_end) rg += rg_first - rg_end, g += kChunkGroups;
+            if (g < gb1) {
+              const uint8_t* p = w.ternary.packed.data() + (rg * sh.n_groups + g) * kTernaryRows * kGroupBytes;
+              for (int64_t off = 0; off < min64(gb1 - g, kChunkGroups) * kTernaryRows * kGroupBytes; off += 64) {
+                _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+              }
+            }
+          }
           auto* di = reinterpret_cast<__m256i*>(dot[i]);
           _mm256_store_si256(di, _mm256_add_epi32(_mm256_load_si256(di), chunk_dots<T>(codes, act, n)));
         }
