@@ -191,7 +191,7 @@ void gemm_tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int6
             int64_t rg = r / kTernaryRows + kPrefetchRowGroups;
             int64_t g = g0;
             if (rg >= rg_end) rg += rg_first - rg_end, g += kChunkGroups;
-            if (g < gb1) {
+            if (rg < rg_end && g < gb1) {
               const uint8_t* p = w.ternary.packed.data() + (rg * sh.n_groups + g) * kTernaryRows * kGroupBytes;
               for (int64_t off = 0; off < min64(gb1 - g, kChunkGroups) * kTernaryRows * kGroupBytes; off += 64) {
                 _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
