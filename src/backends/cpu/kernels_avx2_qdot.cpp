@@ -354,13 +354,12 @@ void tile_q6_K_by_group(int64_t n, const uint8_t* w, const uint8_t* a, int64_t a
     const uint8_t* blk = w + b * 210;
     const uint8_t* act = a + b * 292;
     const __m128i sc8 = load128(blk + 192);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    // 32 * sum_j scale_j * bsum_j, subtracted.
+    // -32 * sum_j scale_j * bsum_j, the row dot's integers (32 * scale fits int16, a pair of
+    // products 2 * 4096 * 16 * 127 int32), in one vpmaddwd per token.
+    const __m256i sc16_m32 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5));
     __m256i isum[N];
 #pragma GCC unroll 8
-    for (int j = 0; j < N; ++j) {
-      isum[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(load256(act + j * as + 260), sc16), 5));
-    }
+    for (int j = 0; j < N; ++j) isum[j] = _mm256_madd_epi16(load256(act + j * as + 260), sc16_m32);
     const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
