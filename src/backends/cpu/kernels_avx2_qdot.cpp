@@ -2,8 +2,9 @@
 // against 8-bit activation blocks (quant::vec_dot_type), the block sums in integers exactly as
 // the scalar twins (quant::vec_dot_fn) compute them, the float accumulation in another order.
 // Types without a dot here get the twin. Each type with a dot here also has a prefill tile
-// (KernelSet::quant_tile): the weight blocks unpacked once for up to 4 tokens, every token then
-// taking the dot's integer lanes and float steps, so tile and dot agree bit for bit.
+// (KernelSet::quant_tile): the weight blocks unpacked once for up to 4 tokens (Q6_K: each
+// 32-element group for up to 8), every token then taking the dot's integer lanes and float
+// steps, so tile and dot agree bit for bit.
 //
 // Every dot multiplies bytes with vpmaddubsw (unsigned x signed bytes, two products per int16).
 // Codes stay unsigned (0..63) and a code offset ("- 8", "- 32") is taken from the activations
@@ -330,6 +331,65 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc);
 }
 
+// An empty asm that the compiler must assume changes v. GCC's reassociation otherwise adds each
+// token's 8 group products of a block as a tree, all 64 products live at once (spilled).
+void pin(__m256i& v) { __asm__("" : "+x"(v)); }
+
+// This set's Q6_K prefill tile (the AVX-512 set, with 32 registers, keeps
+// kernels_x86_qdot_common.h's tile_q6_K): unpacking a whole block there takes 8 code and 8 scale
+// vectors, all 16 ymm registers, so here each 32-element group is unpacked as the row dot does
+// it, just before use, and met at once by all N tokens, whose int32 sums stay in registers (N
+// sums, the codes, the scale pair, a product, the scales: up to 8 tokens in one pass over the
+// row, where tile_q6_K<4> spills and reads each row twice for 8 tokens). Each token's
+// integer sums are the row dot's (exact; added in another order) and it takes the dot's float
+// steps, so tile and dot agree bit for bit.
+template <int N>
+void tile_q6_K_by_group(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i high2 = _mm256_set1_epi8(0x30);
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 210;
+    const uint8_t* act = a + b * 292;
+    const __m128i sc8 = load128(blk + 192);
+    // -32 * sum_j scale_j * bsum_j, the row dot's integers (32 * scale fits int16, a pair of
+    // products 2 * 4096 * 16 * 127 int32), in one vpmaddwd per token.
+    const __m256i sc16_m32 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5));
+    __m256i isum[N];
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) isum[j] = _mm256_madd_epi16(load256(act + j * as + 260), sc16_m32);
+    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        // The row dot's codes of elements 128h + 32k + l and their scale pair.
+        const __m256i ql = load256(blk + 64 * h + 32 * (k % 2));
+        const __m256i qh = load256(blk + 128 + 32 * h);
+        const __m256i nibble = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+        const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
+        const __m256i q = _mm256_or_si256(nibble, _mm256_and_si256(hshift, high2));
+        const __m256i scale = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
+        const uint8_t* q8 = act + 4 + 128 * h + 32 * k;
+#pragma GCC unroll 8
+        for (int j = 0; j < N; ++j) {
+          isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(q8 + j * as)), scale));
+          pin(isum[j]);
+        }
+      }
+    }
+    const float wd = fp16(blk + 208);
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) {
+      const float d = wd * load_f32(act + j * as);  // as ggml: fp16 d times the Q8_K d
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum[j]), acc[j]);
+    }
+  }
+  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
+}
+
 float dot_q2_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m128i low4 = _mm_set1_epi8(0x0f);
@@ -431,6 +491,11 @@ struct Blocks32 {
   struct K {
     static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_blocks32<T, N>(n, w, a, as, out); }
   };
+};
+
+template <int N>
+struct Q6_KGroupTile {
+  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q6_K_by_group<N>(n, w, a, as, out); }
 };
 
 }  // namespace
@@ -605,7 +670,7 @@ QuantTileFn quant_tile(GgmlType type) {
     case GgmlType::kQ3_K: return tile_k<Q3_KTile>;
     case GgmlType::kQ4_K: return tile_k<Q4_KTile>;
     case GgmlType::kQ5_K: return tile_k<Q5_KTile>;
-    case GgmlType::kQ6_K: return tile_k<Q6_KTile>;
+    case GgmlType::kQ6_K: return tile_k<Q6_KGroupTile, 8>;
     case GgmlType::kIQ4_XS: return tile_k<IQ4_XSTile>;
     default: return nullptr;
   }

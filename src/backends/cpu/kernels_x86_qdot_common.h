@@ -375,8 +375,9 @@ template <template <int> class K, int M>
 }
 
 // The QuantTileFn of a one-row tile kernel of up to kChunk tokens: row after row, n_act in runs
-// of kChunk (4 in the AVX2 set's 16 registers; the AVX-512 set, with 32, takes 8 where a
-// kernel's registers allow), each dispatched to its N.
+// of kChunk (4 in the AVX2 set's 16 registers, 8 for its own Q6_K tile, which unpacks a block
+// group by group; the AVX-512 set, with 32, takes 8 where a kernel's registers allow), each
+// dispatched to its N.
 template <template <int> class K, int kChunk = 4>
 void tile_k(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act, int64_t act_row_bytes,
             int n_act, float* y, int64_t y_stride) {
