@@ -98,6 +98,29 @@ void bench_ternary(benchmark::State& state, const KernelSet* set, GgmlType type,
                static_cast<double>(s.n_rows * s.n_cols * n_tokens));
 }
 
+// A decode step of several sequences: T tokens against weights that come from memory, not
+// cache (16 copies of the shape, 70 MB for 6912x2560, used in turn).
+void bench_ternary_streamed(benchmark::State& state, const KernelSet* set, Shape s, int64_t n_tokens, int n_threads) {
+  constexpr int kCopies = 16;
+  std::vector<CpuWeight> ws;
+  for (int i = 0; i < kCopies; ++i) ws.push_back(weight(*set, GgmlType::kTQ2_0, s));
+  const auto x = activations(n_tokens * s.n_cols, 2);
+  Q8Buffer q8;
+  q8.resize(n_tokens, s.n_cols);
+  for (int64_t t = 0; t < n_tokens; ++t) q8.quantize(*set, t, x.data() + t * s.n_cols);
+  const Q8Rows q = q8.rows();
+  std::vector<float> y(static_cast<size_t>(n_tokens * s.n_rows));
+  ThreadPool pool(n_threads);
+  int i = 0;
+  for (auto _ : state) {
+    const CpuWeight& w = ws[static_cast<size_t>(i++ % kCopies)];
+    split_rows(pool, s.n_rows, set->ternary_rows_per_group,
+               [&](int64_t r0, int64_t r1) { set->matmul_ternary(w, q, y.data(), r0, r1); });
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, static_cast<double>(ws[0].ternary.packed.size()), static_cast<double>(s.n_rows * s.n_cols * n_tokens));
+}
+
 void bench_float(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens, int n_threads) {
   const CpuWeight w = weight(*set, type, s);
   const auto x = activations(n_tokens * s.n_cols, 3);
@@ -162,6 +185,10 @@ void register_set(const KernelSet* set) {
     }
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:128/threads:2", name, s.n_rows, s.n_cols).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, s, int64_t{128}, 2)->UseRealTime();
+  }
+  for (int threads : {1, 2}) {
+    benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
+                                 bench_ternary_streamed, set, Shape{6912, 2560}, int64_t{8}, threads)->UseRealTime();
   }
   // TQ2_0: a scale per 256 columns, so a float update (and, in a GEMM, a reduction of the
   // tile's accumulators) per 2 groups instead of per row.

@@ -352,6 +352,8 @@ void tile_q6_K_by_group(int64_t n, const uint8_t* w, const uint8_t* a, int64_t a
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
+    // A decode step of several sequences streams the head's rows from memory, as decode does.
+    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(blk + kRowPrefetchBytes + 64 * l), _MM_HINT_T0);
     const uint8_t* act = a + b * 292;
     const __m128i sc8 = load128(blk + 192);
     // -32 * sum_j scale_j * bsum_j, the row dot's integers (32 * scale fits int16, a pair of
