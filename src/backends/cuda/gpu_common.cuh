@@ -28,6 +28,16 @@ __device__ __forceinline__ T shfl_xor(T v, int offset) {
 #endif
 }
 
+// v of lane src (0..31) of the calling lane's 32-lane warp.
+template <class T>
+__device__ __forceinline__ T shfl_idx(T v, int src) {
+#if defined(__HIPCC__)
+  return __shfl(v, src, 32);
+#else
+  return __shfl_sync(0xffffffffu, v, src, 32);
+#endif
+}
+
 // Sum over the 32 lanes with the butterfly offsets 16, 8, 4, 2, 1; every lane gets the sum
 // (float: lane l adds v[l ^ off] to v[l], the order w2a8_row_twin reproduces).
 template <class T>
