@@ -19,12 +19,29 @@
 
 namespace bitnet::cuda {
 
+#if defined(__HIP_DEVICE_COMPILE__)
+// The kernels' warps are 32 consecutive threads of a block (every block size is a multiple of
+// 32, its x extent too where it has a y): a wavefront (__AMDGCN_WAVEFRONT_SIZE, 32 on gfx10/11,
+// 64 on gfx9) must hold whole warps, so that the width-32 shuffles below stay in one warp.
+static_assert(__AMDGCN_WAVEFRONT_SIZE % kWarp == 0, "a wavefront must hold whole 32-lane warps");
+#endif
+
 template <class T>
 __device__ __forceinline__ T shfl_xor(T v, int offset) {
 #if defined(__HIPCC__)
   return __shfl_xor(v, offset, 32);
 #else
   return __shfl_xor_sync(0xffffffffu, v, offset, 32);
+#endif
+}
+
+// v of lane src (0..31) of the calling lane's 32-lane warp.
+template <class T>
+__device__ __forceinline__ T shfl_idx(T v, int src) {
+#if defined(__HIPCC__)
+  return __shfl(v, src, 32);
+#else
+  return __shfl_sync(0xffffffffu, v, src, 32);
 #endif
 }
 

@@ -15,6 +15,14 @@
 
 #include "backends/cuda/w2a8_math.h"
 
+// Loops the device compilers must unroll (register arrays indexed by the loop counter); nothing
+// for gcc (it warns on an unknown pragma), nvcc's host pass included.
+#if defined(__CUDA_ARCH__) || defined(__HIPCC__)
+#define BITNET_UNROLL _Pragma("unroll")
+#else
+#define BITNET_UNROLL
+#endif
+
 namespace bitnet::cuda {
 
 BITNET_HD int mma_a_row(int lane, int i) { return (lane >> 2) + 8 * (i & 1); }
@@ -75,6 +83,37 @@ inline void mma_m16n8k32_twin(const int32_t a[kWarp][4], const int32_t b[kWarp][
       int32_t sum = 0;
       for (int kk = 0; kk < 32; ++kk) sum += int32_t{A[mma_c_row(lane, i)][kk]} * int32_t{B[kk][mma_c_col(lane, i)]};
       c[lane][i] += sum;
+    }
+  }
+}
+
+// The same mma without the instruction (HIP, whose matrix cores take other shapes and
+// layouts, and NVIDIA below sm_80), lane by lane: lane (g, tig) gathers, for t = 0..3, the
+// four A registers of lane 4g + t (its rows g and g + 8) and the two B registers of lanes
+// 4(2 tig) + t and 4(2 tig + 1) + t (its columns), and adds their dp4a products to its four
+// C registers. `a_of(src, i)` / `b_of(src, i)` return register i of lane src's A / B fragment
+// (a warp shuffle of width 32 on a device, an array read in the host test); every lane calls
+// them with the same i in the same order. Integer sums: equal to the instruction's for any
+// order (mma_m16n8k32_twin), checked by CudaMmaMath.LaneFallbackEqualsTheTwin.
+template <class AOf, class BOf>
+BITNET_HD void mma_m16n8k32_lanes(int lane, AOf a_of, BOf b_of, int32_t c[4]) {
+  const int g = lane >> 2, tig = lane & 3;
+BITNET_UNROLL
+  for (int t = 0; t < 4; ++t) {
+    int32_t at[4], bt[2][2];
+BITNET_UNROLL
+    for (int i = 0; i < 4; ++i) at[i] = a_of(4 * g + t, i);
+BITNET_UNROLL
+    for (int i = 0; i < 2; ++i) {
+      bt[0][i] = b_of(4 * (2 * tig) + t, i);
+      bt[1][i] = b_of(4 * (2 * tig + 1) + t, i);
+    }
+    // C register i: row half i >> 1 (A registers (i >> 1) and (i >> 1) + 2: columns 4t and
+    // 16 + 4t), column 2 tig + (i & 1) (B registers 0 and 1: k = 4t and 16 + 4t).
+BITNET_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      c[i] = dp4a(at[i >> 1], bt[i & 1][0], c[i]);
+      c[i] = dp4a(at[(i >> 1) + 2], bt[i & 1][1], c[i]);
     }
   }
 }

@@ -32,6 +32,36 @@ TEST(CudaMmaMath, FragmentLayoutsCoverEveryElementOnce) {
   for (auto& row : c) for (int v : row) ASSERT_EQ(v, 1);
 }
 
+// The mma without the instruction (HIP; w2a8_mma.cu's mma_s8 on a device without it), every
+// lane run with the fragments of all 32 lanes as its shuffles would see them: the same C as
+// the instruction's twin, for random fragments over the whole int8 range and a non-zero C.
+TEST(CudaMmaMath, LaneFallbackEqualsTheTwin) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int trial = 0; trial < 50; ++trial) {
+    int32_t a[kWarp][4], b[kWarp][2], c_twin[kWarp][4], c_lanes[kWarp][4];
+    for (int lane = 0; lane < kWarp; ++lane) {
+      for (int i = 0; i < 4; ++i) {
+        a[lane][i] = static_cast<int32_t>(bits(rng));
+        c_twin[lane][i] = c_lanes[lane][i] = static_cast<int32_t>(bits(rng) % 100001) - 50000;
+      }
+      for (int i = 0; i < 2; ++i) b[lane][i] = static_cast<int32_t>(bits(rng));
+    }
+    if (trial == 0) {  // the extremes: -128 * -128 in every product
+      for (auto& f : a) for (auto& v : f) v = static_cast<int32_t>(0x80808080u);
+      for (auto& f : b) for (auto& v : f) v = static_cast<int32_t>(0x80808080u);
+    }
+    mma_m16n8k32_twin(a, b, c_twin);
+    for (int lane = 0; lane < kWarp; ++lane) {
+      mma_m16n8k32_lanes(
+          lane, [&](int src, int i) { return a[src][i]; }, [&](int src, int i) { return b[src][i]; }, c_lanes[lane]);
+    }
+    for (int lane = 0; lane < kWarp; ++lane) {
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(c_lanes[lane][i], c_twin[lane][i]) << "trial " << trial << " lane " << lane << " reg " << i;
+    }
+  }
+}
+
 TEST(CudaMmaMath, KernelTwinIsBitExactWithTheCpu) {
   std::mt19937 rng(21);
   struct Case {

@@ -17,6 +17,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarp;
+static_assert(kThreads % kWarp == 0);
 
 // The block's sum (double) or max (float) of one value per thread; every thread gets it.
 __device__ double block_sum(double v, double* smem) {

@@ -143,12 +143,22 @@ BITNET_HD bool repack_words(TernaryFormat f, const uint8_t* row, int64_t k0, int
 
 // ---- the dot product ----
 
+// AMD GPUs with v_dot4_i32_i8 (LLVM's dot1-insts; ROCm 5.2's clang 15 has no macro for the
+// feature, so the architectures are named): the listed ones use it, every other target the
+// byte loop below, the same sums (an unlisted architecture with the instruction is only slower).
+#if defined(__HIP_DEVICE_COMPILE__) &&                                                         \
+    (defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx1011__) || \
+     defined(__gfx1012__) || defined(__gfx1030__) || defined(__gfx1031__) || defined(__gfx1032__) || \
+     defined(__gfx1033__) || defined(__gfx1034__) || defined(__gfx1035__) || defined(__gfx1036__))
+#define BITNET_AMDGCN_SDOT4 1
+#endif
+
 // __dp4a(a, b, c): c + the sum of the four products of a's and b's signed bytes.
 BITNET_HD int32_t dp4a(int32_t a, int32_t b, int32_t c) {
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610)
   return __dp4a(a, b, c);
-#elif defined(__HIP_DEVICE_COMPILE__)
-  return __builtin_amdgcn_sdot4(a, b, c, false);
+#elif defined(BITNET_AMDGCN_SDOT4)
+  return __builtin_amdgcn_sdot4(a, b, c, false);  // clamp = false: no saturation, as __dp4a
 #else
   const auto u = static_cast<uint32_t>(a), v = static_cast<uint32_t>(b);
   for (int i = 0; i < 4; ++i) {

@@ -5,7 +5,9 @@
 // of a scale block get the epilogue `(dot - act_sum) / s * scale` added to a float in block
 // order, as the CPU does (w2a8_mma_twin: bit-identical to matmul_ternary). No shared-memory
 // staging yet: the 4 lanes of a group read the same words (L1 broadcasts them); a tiled
-// version with cp.async double buffering is the next step once it can be measured.
+// version with cp.async double buffering is the next step once it can be measured. Where the
+// instruction is missing (hipcc, NVIDIA below sm_80) mma_s8 computes the same tile from warp
+// shuffles and dp4a: the HIP check compiles this kernel too; it is not tuned for AMD GPUs.
 #include "backends/cuda/gpu_common.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/mma_math.h"
@@ -16,15 +18,23 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kTokenTiles = 4;  // 8-token tiles per warp
 
-__device__ __forceinline__ void mma_s8(int32_t c[4], const int32_t a[4], const int32_t b[2]) {
+// c += A B for one 16 x 8 x 32 tile held in the fragments of the warp's 32 lanes.
+__device__ __forceinline__ void mma_s8(int lane, int32_t c[4], const int32_t a[4], const int32_t b[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  (void)lane;
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #else
-  __trap();  // the launcher refuses devices below sm_80
+  // No such instruction (HIP: AMD's MFMA/WMMA have other shapes and fragment layouts; NVIDIA
+  // below sm_80, which the launcher refuses): the same integer sums from shuffles and dp4a
+  // (mma_m16n8k32_lanes), 32 shuffles and 32 dp4a per tile. Every lane of the 32-lane warp
+  // takes part (the kernel's early return is per warp).
+  mma_m16n8k32_lanes(
+      lane, [&](int src, int i) { return shfl_idx(a[i], src); }, [&](int src, int i) { return shfl_idx(b[i], src); },
+      c);
 #endif
 }
 
@@ -58,7 +68,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
       for (int j = 0; j < kTokenTiles; ++j) {
         int32_t fb[2];
         mma_load_b(q, n_cols, n_tokens, tok_base + 8 * j, k, lane, fb);
-        mma_s8(c[j], fa, fb);
+        mma_s8(lane, c[j], fa, fb);
       }
     }
 #pragma unroll
