@@ -42,7 +42,10 @@ const std::vector<uint8_t>& file_bytes(GgmlType type, Shape s) {
   if (quant::is_ternary(type)) {
     std::vector<uint8_t> codes(static_cast<size_t>(n));
     for (auto& c : codes) c = static_cast<uint8_t>(rng() % 3);
-    std::vector<float> scales(static_cast<size_t>(n / quant::ternary_scale_block(type, n)), 0.5f);
+    // Scales that differ from block to block: a TQ2_0 weight keeps its scale per 256 columns
+    // (equal ones would be collapsed to one per row at load, as for a BitNet checkpoint).
+    std::vector<float> scales(static_cast<size_t>(n / quant::ternary_scale_block(type, n)));
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.5f + 0.125f * static_cast<float>(i % 3);
     bytes = *quant::ternary_encode(type, codes.data(), scales.data(), n);
   } else {
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -79,31 +82,12 @@ void set_counters(benchmark::State& state, double weight_bytes, double macs) {
   state.counters["GMAC/s"] = benchmark::Counter(macs * n / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The W2A8 matmul of n_tokens against `copies` weights of shape s used in turn: one stays in
+// cache; 16 of 6912x2560 (70 MB) come from memory, as in a decode step of several sequences.
 void bench_ternary(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens,
-                   int n_threads) {
-  const CpuWeight w = weight(*set, type, s);
-  const auto x = activations(n_tokens * s.n_cols, 2);
-  Q8Buffer q8;
-  q8.resize(n_tokens, s.n_cols);
-  for (int64_t t = 0; t < n_tokens; ++t) q8.quantize(*set, t, x.data() + t * s.n_cols);
-  const Q8Rows q = q8.rows();
-  std::vector<float> y(static_cast<size_t>(n_tokens * s.n_rows));
-  ThreadPool pool(n_threads);
-  for (auto _ : state) {
-    split_rows(pool, s.n_rows, set->ternary_rows_per_group,
-               [&](int64_t r0, int64_t r1) { set->matmul_ternary(w, q, y.data(), r0, r1); });
-    benchmark::DoNotOptimize(y.data());
-  }
-  set_counters(state, static_cast<double>(w.ternary.packed.size()),
-               static_cast<double>(s.n_rows * s.n_cols * n_tokens));
-}
-
-// A decode step of several sequences: T tokens against weights that come from memory, not
-// cache (16 copies of the shape, 70 MB for 6912x2560, used in turn).
-void bench_ternary_streamed(benchmark::State& state, const KernelSet* set, Shape s, int64_t n_tokens, int n_threads) {
-  constexpr int kCopies = 16;
+                   int n_threads, int copies) {
   std::vector<CpuWeight> ws;
-  for (int i = 0; i < kCopies; ++i) ws.push_back(weight(*set, GgmlType::kTQ2_0, s));
+  for (int i = 0; i < copies; ++i) ws.push_back(weight(*set, type, s));
   const auto x = activations(n_tokens * s.n_cols, 2);
   Q8Buffer q8;
   q8.resize(n_tokens, s.n_cols);
@@ -113,12 +97,13 @@ void bench_ternary_streamed(benchmark::State& state, const KernelSet* set, Shape
   ThreadPool pool(n_threads);
   int i = 0;
   for (auto _ : state) {
-    const CpuWeight& w = ws[static_cast<size_t>(i++ % kCopies)];
+    const CpuWeight& w = ws[static_cast<size_t>(i++ % copies)];
     split_rows(pool, s.n_rows, set->ternary_rows_per_group,
                [&](int64_t r0, int64_t r1) { set->matmul_ternary(w, q, y.data(), r0, r1); });
     benchmark::DoNotOptimize(y.data());
   }
-  set_counters(state, static_cast<double>(ws[0].ternary.packed.size()), static_cast<double>(s.n_rows * s.n_cols * n_tokens));
+  set_counters(state, static_cast<double>(ws[0].ternary.packed.size()),
+               static_cast<double>(s.n_rows * s.n_cols * n_tokens));
 }
 
 void bench_float(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens, int n_threads) {
@@ -176,26 +161,26 @@ void register_set(const KernelSet* set) {
   for (Shape s : kTernaryShapes) {
     for (int threads : {1, 2}) {
       benchmark::RegisterBenchmark(fmt::format("gemv_w2a8/{}/{}x{}/threads:{}", name, s.n_rows, s.n_cols, threads).c_str(),
-                                   bench_ternary, set, GgmlType::kI2_S, s, int64_t{1}, threads)->UseRealTime();
+                                   bench_ternary, set, GgmlType::kI2_S, s, int64_t{1}, threads, 1)->UseRealTime();
     }
     // Prefill: a partial token tile (8 + 5), a prompt of 32 and of 128 tokens.
     for (int64_t n_tokens : {13, 32, 128}) {
       benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:{}", name, s.n_rows, s.n_cols, n_tokens).c_str(),
-                                   bench_ternary, set, GgmlType::kI2_S, s, n_tokens, 1)->UseRealTime();
+                                   bench_ternary, set, GgmlType::kI2_S, s, n_tokens, 1, 1)->UseRealTime();
     }
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:128/threads:2", name, s.n_rows, s.n_cols).c_str(),
-                                 bench_ternary, set, GgmlType::kI2_S, s, int64_t{128}, 2)->UseRealTime();
+                                 bench_ternary, set, GgmlType::kI2_S, s, int64_t{128}, 2, 1)->UseRealTime();
   }
   for (int threads : {1, 2}) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
-                                 bench_ternary_streamed, set, Shape{6912, 2560}, int64_t{8}, threads)->UseRealTime();
+                                 bench_ternary, set, GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, threads, 16)->UseRealTime();
   }
   // TQ2_0: a scale per 256 columns, so a float update (and, in a GEMM, a reduction of the
   // tile's accumulators) per 2 groups instead of per row.
   benchmark::RegisterBenchmark(fmt::format("gemv_w2a8_tq2_0/{}/2560x2560/threads:1", name).c_str(), bench_ternary, set,
-                               GgmlType::kTQ2_0, Shape{2560, 2560}, int64_t{1}, 1)->UseRealTime();
+                               GgmlType::kTQ2_0, Shape{2560, 2560}, int64_t{1}, 1, 1)->UseRealTime();
   benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_tq2_0/{}/2560x2560/tokens:128", name).c_str(), bench_ternary, set,
-                               GgmlType::kTQ2_0, Shape{2560, 2560}, int64_t{128}, 1)->UseRealTime();
+                               GgmlType::kTQ2_0, Shape{2560, 2560}, int64_t{128}, 1, 1)->UseRealTime();
   for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
     for (int threads : {1, 2}) {
       benchmark::RegisterBenchmark(fmt::format("gemv_{}/{}/{}x{}/threads:{}", ggml_type_name(type), name,
