@@ -115,7 +115,7 @@ constexpr int64_t kPrefetchBytes = 4096;
 }
 
 // Prefill works on column chunks of one int16 span: a chunk's activations for the token tile
-// are copied side by side into a 8 KB buffer, and every row of a sub-block of rows passes over
+// are copied side by side into an 8 KB buffer, and every row of a sub-block of rows passes over
 // them before the next chunk. They are then read from L1: 8 tokens of a 6912-column row are
 // 55 KB, more than Zen 3's 32 KB L1, and re-reading them from L2 for every row held the tile to
 // about half its instruction rate. Per row and token the chunk dots add up in int32.
@@ -123,9 +123,10 @@ constexpr int64_t kChunkGroups = kInt16Groups;
 constexpr int64_t kSubRows = 64;  // rows whose int32 and float sums a tile keeps (4 KB)
 constexpr int64_t kPrefetchRowGroups = 2;
 
-// One row's dots over n <= kChunkGroups groups against T tokens' chunk activations (group g,
-// token j at act + (g * T + j) * kGroupCols), as T int32 lanes (lanes >= T are 0). Each slice
-// of codes is unpacked just before the T tokens use it, so the T int16 sums stay in registers.
+// One row's dots over n <= kChunkGroups groups (one int16 span: no lane can overflow, as in
+// decode) against T tokens' chunk activations (group g, token j at act + (g * T + j) *
+// kGroupCols), as T int32 lanes (lanes >= T are 0). Each slice of codes is unpacked just before
+// the T tokens use it, so the T int16 sums stay in registers.
 template <int T>
 [[gnu::always_inline]] inline __m256i chunk_dots(const uint8_t* codes, const int8_t* act, int64_t n) {
   const __m256i mask = _mm256_set1_epi8(3);
