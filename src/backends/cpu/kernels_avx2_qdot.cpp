@@ -294,8 +294,6 @@ constexpr int64_t kRowPrefetchBytes = 4096;
 
 float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i high2 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
@@ -316,11 +314,7 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
       const __m256i qh = load256(blk + 128 + 32 * h);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        // Elements 128h + 32k + l: a nibble of ql[k % 2] (low for k < 2) below bits 2k, 2k+1 of
-        // qh, moved to bits 4, 5 (shifts within 16-bit lanes keep them in their byte).
-        const __m256i nibble = _mm256_and_si256(k < 2 ? ql[k % 2] : _mm256_srli_epi16(ql[k % 2], 4), low4);
-        const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
-        const __m256i q = _mm256_or_si256(nibble, _mm256_and_si256(hshift, high2));
+        const __m256i q = q6_K_codes(ql[k % 2], qh, k);
         const __m256i x = load256(q8 + 128 * h + 32 * k);
         const __m256i scale = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scale));
@@ -346,8 +340,6 @@ void pin(__m256i& v) { __asm__("" : "+x"(v)); }
 template <int N>
 void tile_q6_K_by_group(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i high2 = _mm256_set1_epi8(0x30);
   __m256 acc[N];
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -367,12 +359,8 @@ void tile_q6_K_by_group(int64_t n, const uint8_t* w, const uint8_t* a, int64_t a
     for (int h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        // The row dot's codes of elements 128h + 32k + l and their scale pair.
-        const __m256i ql = load256(blk + 64 * h + 32 * (k % 2));
-        const __m256i qh = load256(blk + 128 + 32 * h);
-        const __m256i nibble = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
-        const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
-        const __m256i q = _mm256_or_si256(nibble, _mm256_and_si256(hshift, high2));
+        // The codes of elements 128h + 32k + l and their scale pair.
+        const __m256i q = q6_K_codes(load256(blk + 64 * h + 32 * (k % 2)), load256(blk + 128 + 32 * h), k);
         const __m256i scale = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
         const uint8_t* q8 = act + 4 + 128 * h + 32 * k;
 #pragma GCC unroll 8

@@ -170,6 +170,16 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
   for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]) - hsum128(acc_min[j]);
 }
 
+// The codes 0..63 of Q6_K elements 128h + 32k + l (l < 32) of a block: a nibble of ql (the
+// block's bytes 64h + 32(k % 2) ..., low nibbles for k < 2) below bits 2k, 2k+1 of qh (bytes
+// 128 + 32h ...), moved to bits 4, 5 (shifts within 16-bit lanes keep them in their byte).
+// Shared by the row dot and both sets' tiles, so that they decode the same codes.
+[[gnu::always_inline]] inline __m256i q6_K_codes(__m256i ql, __m256i qh, int k) {
+  const __m256i nibble = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0f));
+  const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
+  return _mm256_or_si256(nibble, _mm256_and_si256(hshift, _mm256_set1_epi8(0x30)));
+}
+
 // One Q6_K row (quant/q6_k.h: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16], fp16
 // d) against Q8_K, in integers as ggml_vec_dot_q6_K_q8_K: per 32 elements the codes q in
 // [0, 63] meet the int8 activations in vpmaddubsw, vpmaddwd applies the sub-block scales, and
@@ -180,8 +190,6 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
 template <int N>
 void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i high2 = _mm256_set1_epi8(0x30);
   __m256 acc[N];
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -196,11 +204,7 @@ void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float*
       const __m256i qh = load256(blk + 128 + 32 * h);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        // Elements 128h + 32k + l: a nibble of ql[k % 2] (low for k < 2) below bits 2k, 2k+1 of
-        // qh, moved to bits 4, 5 (shifts within 16-bit lanes keep them in their byte).
-        const __m256i nibble = _mm256_and_si256(k < 2 ? ql[k % 2] : _mm256_srli_epi16(ql[k % 2], 4), low4);
-        const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
-        u[4 * h + k] = _mm256_or_si256(nibble, _mm256_and_si256(hshift, high2));
+        u[4 * h + k] = q6_K_codes(ql[k % 2], qh, k);
         scale[4 * h + k] = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
       }
     }
