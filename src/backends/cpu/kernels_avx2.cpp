@@ -78,6 +78,19 @@ __m256i hsum8(const __m256i a[8]) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
+// Row group rg's codes from group g, and row r's (weights.h's group_offset with the layout's
+// row count as a constant, which matmul_ternary checks: the stored count's division cost the
+// prefill tile an idiv per row); row r's scale of block b (scale_index, the same way).
+const uint8_t* group_codes(const CpuWeight& w, const TernaryShape& sh, int64_t rg, int64_t g) {
+  return w.ternary.packed.data() + (rg * sh.n_groups + g) * kTernaryRows * kGroupBytes;
+}
+const uint8_t* row_codes(const CpuWeight& w, const TernaryShape& sh, int64_t r, int64_t g) {
+  return group_codes(w, sh, r / kTernaryRows, g) + r % kTernaryRows * kGroupBytes;
+}
+float row_scale(const CpuWeight& w, const TernaryShape& sh, int64_t r, int64_t b) {
+  return w.ternary.scales[static_cast<size_t>((r / kTernaryRows * sh.n_blocks + b) * kTernaryRows + r % kTernaryRows)];
+}
+
 // How far ahead of the group being read decode prefetches its codes: one core's demand
 // misses alone leave it short of the memory's bandwidth.
 constexpr int64_t kPrefetchBytes = 4096;
@@ -88,7 +101,7 @@ constexpr int64_t kPrefetchBytes = 4096;
 [[gnu::always_inline]] inline __m128 gemv_row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x,
                                                      int64_t t, int64_t rg) {
   const int8_t* q = x.q + t * w.n_cols;
-  const uint8_t* codes = w.ternary.packed.data() + rg * sh.n_groups * kTernaryRows * kGroupBytes;
+  const uint8_t* codes = group_codes(w, sh, rg, 0);
   const float* scales = w.ternary.scales.data() + rg * sh.n_blocks * kTernaryRows;
   const __m128 s = _mm_set1_ps(x.scale[t]);
   __m128 acc = _mm_setzero_ps();
@@ -151,6 +164,23 @@ template <int T>
   return hsum8(d);
 }
 
+// Prefetches the chunk's codes (groups [g0, g0 + kChunkGroups) of block end gb1) of the row
+// group kPrefetchRowGroups after rg, or, past the sub-block's last row group (rg_end), those
+// of the next chunk in its first row groups: with few tokens (a decode step of many sequences)
+// the codes come from memory and demand misses alone starve the tile. Inlined by force: GCC 12
+// finds a function whose only effects are prefetches free of side effects and drops its calls
+// (the tile then ran at half speed on streamed weights).
+[[gnu::always_inline]] inline void prefetch_ahead(const CpuWeight& w, const TernaryShape& sh, int64_t rg, int64_t g0, int64_t gb1,
+                                                     int64_t rg_first, int64_t rg_end) {
+  rg += kPrefetchRowGroups;
+  if (rg >= rg_end) rg += rg_first - rg_end, g0 += kChunkGroups;
+  if (rg >= rg_end || g0 >= gb1) return;
+  const uint8_t* p = group_codes(w, sh, rg, g0);
+  for (int64_t off = 0; off < min64(gb1 - g0, kChunkGroups) * kTernaryRows * kGroupBytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+  }
+}
+
 // Prefill: rows [ra, rb) against T tokens (t0 .. t0+T-1). Lane j of each vector is token t0 + j.
 template <int T>
 void gemm_tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int64_t t0, int64_t ra, int64_t rb,
@@ -161,6 +191,8 @@ void gemm_tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int6
   const __m256 s = _mm256_loadu_ps(x.scale + t0);  // padded to 8 tokens (kTokenPad)
   for (int64_t r0 = ra; r0 < rb; r0 += kSubRows) {
     const int64_t n_rows = min64(rb - r0, kSubRows);
+    const int64_t rg_first = r0 / kTernaryRows;
+    const int64_t rg_end = (r0 + n_rows - 1) / kTernaryRows + 1;
     for (int64_t i = 0; i < n_rows; ++i) _mm256_store_ps(acc[i], _mm256_setzero_ps());
     for (int64_t b = 0; b < sh.n_blocks; ++b) {
       const int64_t gb0 = b * sh.block_groups;
@@ -178,37 +210,17 @@ void gemm_tile(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, int6
           act_sum = _mm256_add_epi32(act_sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
                                                   x.group_sum + (g0 + g) * x.token_stride + t0)));
         }
-        const int64_t rg_first = r0 / kTernaryRows;
-        const int64_t rg_end = (r0 + n_rows - 1) / kTernaryRows + 1;
         for (int64_t i = 0; i < n_rows; ++i) {
-          // group_offset with the layout's row count as a constant (matmul_ternary checks it).
           const int64_t r = r0 + i;
-          const uint8_t* codes =
-              w.ternary.packed.data() + ((r / kTernaryRows * sh.n_groups + g0) * kTernaryRows + r % kTernaryRows) * kGroupBytes;
-          if (r % kTernaryRows == 0) {
-            // The chunk's codes of the row group kPrefetchRowGroups ahead, or past the sub-block's
-            // end those of the next chunk at its start: with few tokens (a decode step of many
-            // sequences) the codes come from memory and demand misses alone starve the tile.
-            int64_t rg = r / kTernaryRows + kPrefetchRowGroups;
-            int64_t g = g0;
-            if (rg >= rg_end) rg += rg_first - rg_end, g += kChunkGroups;
-            if (rg < rg_end && g < gb1) {
-              const uint8_t* p = w.ternary.packed.data() + (rg * sh.n_groups + g) * kTernaryRows * kGroupBytes;
-              for (int64_t off = 0; off < min64(gb1 - g, kChunkGroups) * kTernaryRows * kGroupBytes; off += 64) {
-                _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
-              }
-            }
-          }
+          if (r % kTernaryRows == 0) prefetch_ahead(w, sh, r / kTernaryRows, g0, gb1, rg_first, rg_end);
           auto* di = reinterpret_cast<__m256i*>(dot[i]);
-          _mm256_store_si256(di, _mm256_add_epi32(_mm256_load_si256(di), chunk_dots<T>(codes, act, n)));
+          _mm256_store_si256(di, _mm256_add_epi32(_mm256_load_si256(di), chunk_dots<T>(row_codes(w, sh, r, g0), act, n)));
         }
       }
       for (int64_t i = 0; i < n_rows; ++i) {
         const __m256i di = _mm256_load_si256(reinterpret_cast<const __m256i*>(dot[i]));
         const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(di, act_sum));
-        const int64_t r = r0 + i;  // scale_index with the constant row count, as above
-        const __m256 scale = _mm256_set1_ps(
-            w.ternary.scales[static_cast<size_t>((r / kTernaryRows * sh.n_blocks + b) * kTernaryRows + r % kTernaryRows)]);
+        const __m256 scale = _mm256_set1_ps(row_scale(w, sh, r0 + i, b));
         _mm256_store_ps(acc[i], _mm256_add_ps(_mm256_load_ps(acc[i]), _mm256_mul_ps(_mm256_div_ps(d, s), scale)));
       }
     }
