@@ -1,10 +1,14 @@
 // std::vector storage aligned to a cache line: SIMD kernels load 64-byte vectors from it, and a
 // load that straddles two lines costs two (glibc hands large blocks out at 16 bytes past a page).
+// Blocks of kHugeBlockBytes or more (repacked weights, the bandwidth probe's buffer) are aligned to
+// 2 MB and asked for transparent huge pages (core/huge_pages.h).
 #pragma once
 
 #include <cstddef>
 #include <new>
 #include <vector>
+
+#include "core/huge_pages.h"
 
 namespace bitnet {
 
@@ -18,8 +22,8 @@ struct AlignedAllocator {
   struct rebind {
     using other = AlignedAllocator<U, kAlign>;
   };
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kAlign})); }
-  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t{kAlign}); }
+  T* allocate(std::size_t n) { return static_cast<T*>(allocate_aligned(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, std::size_t n) noexcept { free_aligned(p, n * sizeof(T), kAlign); }
   friend bool operator==(const AlignedAllocator&, const AlignedAllocator&) { return true; }
 };
 

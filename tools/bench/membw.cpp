@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <thread>
 #include <vector>
+
+#include "core/aligned_vector.h"
 
 namespace bitnet::bench {
 
@@ -29,7 +30,8 @@ uint64_t sum_slice(const uint64_t* p, size_t n) {
 
 double measure_read_bandwidth(int n_threads, size_t n_bytes, int reps) {
   const size_t n = n_bytes / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buffer(new uint64_t[n]);
+  // On huge pages where the system gives them, as the repacked weights the kernels read.
+  AlignedVector<uint64_t> buffer(n);
   for (size_t i = 0; i < n; ++i) buffer[i] = i;  // touch every page before timing
   const size_t slice = n / static_cast<size_t>(n_threads);
   std::vector<uint64_t> sums(static_cast<size_t>(n_threads));
@@ -38,9 +40,9 @@ double measure_read_bandwidth(int n_threads, size_t n_bytes, int reps) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;
     for (int t = 1; t < n_threads; ++t) {
-      threads.emplace_back([&, t] { sums[static_cast<size_t>(t)] = sum_slice(buffer.get() + slice * t, slice); });
+      threads.emplace_back([&, t] { sums[static_cast<size_t>(t)] = sum_slice(buffer.data() + slice * t, slice); });
     }
-    sums[0] = sum_slice(buffer.get(), slice);
+    sums[0] = sum_slice(buffer.data(), slice);
     for (std::thread& t : threads) t.join();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, static_cast<double>(slice * static_cast<size_t>(n_threads) * sizeof(uint64_t)) / seconds / 1e9);
