@@ -152,7 +152,7 @@ class CpuBackend final : public hal::Backend {
     weight_bytes_ = 0;
     for (const hal::WeightDesc& d : weights) {
       BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d, kernels_->ternary_rows_per_group, &pool_, kernels_->ternary_layout));
-      weight_bytes_ += w.resident_bytes() + w.raw.size();
+      weight_bytes_ += w.resident_bytes() + (w.owned.empty() ? w.raw.size() : 0);
       weights_.push_back(std::move(w));
     }
     shapes_ = hal::weight_shapes(weights);

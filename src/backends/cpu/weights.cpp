@@ -323,13 +323,32 @@ T5Act& t5_act_scratch(int64_t n_cols, int64_t n_tokens) {
 }
 
 uint64_t CpuWeight::resident_bytes() const {
-  return ternary.packed.size() + ternary.scales.size() * sizeof(float) + values.size() * sizeof(float);
+  return ternary.packed.size() + ternary.scales.size() * sizeof(float) + values.size() * sizeof(float) + owned.size();
 }
 
 uint64_t CpuWeight::read_bytes() const {
   if (!values.empty()) return values.size() * sizeof(float);
   return ternary.packed.empty() ? raw.size() : resident_bytes();
 }
+
+namespace {
+
+// A large float weight (the embedding and head, 657 MB in F16 for 2B-4T) is read once per
+// decoded token: it is copied from the file mapping's 4 KB pages onto huge pages (core/
+// huge_pages.h), slice by slice, each slice's mapped pages released once copied, so resident
+// memory never holds both.
+void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w) {
+  constexpr size_t kSlice = size_t{16} << 20;
+  w.owned.resize(bytes.size());
+  for (size_t at = 0; at < bytes.size(); at += kSlice) {
+    const std::span<const uint8_t> slice = bytes.subspan(at, std::min(kSlice, bytes.size() - at));
+    std::memcpy(w.owned.data() + at, slice.data(), slice.size());
+    release_mapped_pages(slice);
+  }
+  w.raw = std::span<const uint8_t>(w.owned.data(), w.owned.size());
+}
+
+}  // namespace
 
 Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_group, ThreadPool* pool,
                                  TernaryLayout layout) {
@@ -345,6 +364,7 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_grou
   }
   BITNET_ASSIGN_OR_RETURN(uint64_t row_bytes, ggml_tensor_n_bytes(d.type, w.n_cols));
   w.raw = d.bytes;
+  if (d.file_backed && d.bytes.size() >= kHugeBlockBytes) copy_to_huge_pages(d.bytes, w);
   w.row_bytes = static_cast<int64_t>(row_bytes);
   if (w.n_rows == 1) {
     w.values.resize(static_cast<size_t>(w.n_cols));

@@ -95,12 +95,14 @@ struct CpuWeight {
   GgmlType type = GgmlType::kF32;
   int64_t n_cols = 0;            // ne[0]: row length
   int64_t n_rows = 0;            // ne[1] * ne[2] * ne[3]
-  std::span<const uint8_t> raw;  // float formats: the file's bytes
+  std::span<const uint8_t> raw;  // float formats: the file's bytes, or `owned`
+  AlignedVector<uint8_t> owned;  // a large float weight's copy on huge pages (weights.cpp)
   int64_t row_bytes = 0;         // float formats: bytes per row
   TernaryWeights ternary;        // ternary formats
   std::vector<float> values;     // 1-D weights (norms, scales), dequantized at load
   bool is_ternary() const { return !ternary.packed.empty(); }
-  // Bytes the backend holds for this weight beyond the mapped file (repacked and 1-D weights).
+  // Bytes the backend holds for this weight beyond the mapped file (repacked, copied and 1-D
+  // weights).
   uint64_t resident_bytes() const;
   // Bytes the kernels read for one use of the weight: the ternary repack, the dequantized
   // values of a one-row weight, else the file's bytes (raw).

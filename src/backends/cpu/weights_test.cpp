@@ -1,0 +1,72 @@
+// prepare_weight's handling of float weights: large file-backed ones move onto huge pages.
+#include "backends/cpu/weights.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "core/huge_pages.h"
+#include "core/mmap_file.h"
+#include "core/test_temp_dir.h"
+
+namespace bitnet::cpu {
+namespace {
+
+// A mapped file of n_rows F16 rows of n_cols, with bytes that differ from page to page.
+struct F16File {
+  std::vector<uint8_t> bytes;
+  MappedFile map;
+};
+
+F16File write_f16(const char* name, int64_t n_cols, int64_t n_rows) {
+  F16File f;
+  f.bytes.resize(static_cast<size_t>(n_cols * n_rows * 2));
+  for (size_t i = 0; i < f.bytes.size(); ++i) f.bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  const auto path = test::process_temp_dir("bitnet_weights_test_") / name;
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.bytes.data()),
+                                               static_cast<std::streamsize>(f.bytes.size()));
+  auto map = MappedFile::open(path.string());
+  EXPECT_TRUE(map.ok()) << map.status().message();
+  f.map = std::move(*map);
+  return f;
+}
+
+hal::WeightDesc desc(const F16File& f, int64_t n_cols, int64_t n_rows) {
+  hal::WeightDesc d;
+  d.name = "head";
+  d.type = GgmlType::kF16;
+  d.ne = {n_cols, n_rows, 1, 1};
+  d.bytes = f.map.bytes();
+  d.file_backed = true;
+  return d;
+}
+
+TEST(FloatWeights, LargeFileBackedWeightsAreCopiedIntact) {
+  const int64_t n_cols = 1280, n_rows = 2048;  // 5 MB: above kHugeBlockBytes
+  const F16File f = write_f16("large.bin", n_cols, n_rows);
+  auto w = prepare_weight(desc(f, n_cols, n_rows));
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ASSERT_EQ(w->owned.size(), f.bytes.size());
+  EXPECT_EQ(w->raw.data(), w->owned.data());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w->raw.data()) % kHugePageBytes, 0u);
+  EXPECT_EQ(0, std::memcmp(w->raw.data(), f.bytes.data(), f.bytes.size()));
+  EXPECT_EQ(w->resident_bytes(), f.bytes.size());
+  EXPECT_EQ(w->read_bytes(), f.bytes.size());
+  // The released pages of the mapping read back from the file.
+  EXPECT_EQ(0, std::memcmp(f.map.bytes().data(), f.bytes.data(), f.bytes.size()));
+}
+
+TEST(FloatWeights, SmallWeightsStayMapped) {
+  const int64_t n_cols = 256, n_rows = 64;
+  const F16File f = write_f16("small.bin", n_cols, n_rows);
+  auto w = prepare_weight(desc(f, n_cols, n_rows));
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_TRUE(w->owned.empty());
+  EXPECT_EQ(w->raw.data(), f.map.bytes().data());
+  EXPECT_EQ(w->resident_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace bitnet::cpu
