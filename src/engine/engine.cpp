@@ -89,7 +89,9 @@ Status requantize_head(EngineCore& impl) {
   if (head.type == type) return {};
   if (quant::is_ternary(head.type)) return unsupported(fmt::format("{} is ternary; --head-type needs a float head", head.name));
   impl.log(fmt::format("requantizing {} from {} to {}", head.name, ggml_type_name(head.type), ggml_type_name(type)));
-  BITNET_ASSIGN_OR_RETURN(impl.head_bytes, requantize_rows(head, type, impl.options.n_threads));
+  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, requantized_bytes(head, type));
+  impl.head_bytes.resize(static_cast<size_t>(n_bytes));  // on huge pages: read once per decoded token
+  BITNET_RETURN_IF_ERROR(requantize_rows_into(head, type, impl.options.n_threads, impl.head_bytes));
   impl.model.replace_weight(id, type, impl.head_bytes);
   return {};
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bitnet/engine.h"
+#include "core/aligned_vector.h"
 #include "core/check.h"
 #include "gguf/gguf.h"
 #include "hal/backend.h"
@@ -33,7 +34,7 @@ struct EngineCore {
   EngineOptions options;
   gguf::File file;
   Network model;
-  std::vector<uint8_t> head_bytes;     // the output head requantized at load (--head-type)
+  AlignedVector<uint8_t> head_bytes;   // the output head requantized at load (--head-type)
   std::optional<Tokenizer> tokenizer;  // engaged once loaded
   hal::SelectionPlan plan;
   size_t candidate = 0;                // index of the device in use in plan.candidates

@@ -20,18 +20,32 @@ Result<GgmlType> parse_head_type(std::string_view name) {
   return invalid_argument(fmt::format("unknown head type '{}' (expected f16, q8_0 or q6_K)", name));
 }
 
+Result<uint64_t> requantized_bytes(const hal::WeightDesc& w, GgmlType type) {
+  const int64_t n_rows = w.ne[1] * w.ne[2] * w.ne[3];
+  auto row_bytes = ggml_tensor_n_bytes(type, w.ne[0]);
+  if (!row_bytes.ok()) return row_bytes.status().with_context(fmt::format("{} as {}", w.name, ggml_type_name(type)));
+  return *row_bytes * static_cast<uint64_t>(n_rows);
+}
+
 Result<std::vector<uint8_t>> requantize_rows(const hal::WeightDesc& w, GgmlType type, int n_threads) {
+  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, requantized_bytes(w, type));
+  std::vector<uint8_t> out(static_cast<size_t>(n_bytes));
+  BITNET_RETURN_IF_ERROR(requantize_rows_into(w, type, n_threads, out));
+  return out;
+}
+
+Status requantize_rows_into(const hal::WeightDesc& w, GgmlType type, int n_threads, std::span<uint8_t> out) {
   const int64_t n_cols = w.ne[0];
   const int64_t n_rows = w.ne[1] * w.ne[2] * w.ne[3];
   BITNET_ASSIGN_OR_RETURN(const uint64_t src_row_bytes, ggml_tensor_n_bytes(w.type, n_cols));
-  auto dst_row_bytes = ggml_tensor_n_bytes(type, n_cols);
-  if (!dst_row_bytes.ok()) {
-    return dst_row_bytes.status().with_context(fmt::format("{} as {}", w.name, ggml_type_name(type)));
-  }
+  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, requantized_bytes(w, type));
+  const uint64_t dst_row_bytes = n_bytes / static_cast<uint64_t>(std::max<int64_t>(n_rows, 1));
   if (!quant::can_dequantize(w.type)) {
     return unsupported(fmt::format("{}: cannot requantize a {} tensor", w.name, ggml_type_name(w.type)));
   }
-  std::vector<uint8_t> out(static_cast<size_t>(*dst_row_bytes * static_cast<uint64_t>(n_rows)));
+  if (out.size() != n_bytes) {
+    return invalid_argument(fmt::format("{}: {} bytes of output for {} requantized bytes", w.name, out.size(), n_bytes));
+  }
   // Each thread converts a contiguous range of rows; the first error wins.
   const int64_t n_workers = std::clamp<int64_t>(n_threads > 0 ? n_threads : std::thread::hardware_concurrency(), 1, 64);
   const int64_t per_worker = (n_rows + n_workers - 1) / n_workers;
@@ -47,7 +61,7 @@ Result<std::vector<uint8_t>> requantize_rows(const hal::WeightDesc& w, GgmlType 
         status[static_cast<size_t>(worker)] = q.status().with_context(fmt::format("{} row {}", w.name, r));
         return;
       }
-      std::copy(q->begin(), q->end(), out.begin() + r * static_cast<int64_t>(*dst_row_bytes));
+      std::copy(q->begin(), q->end(), out.begin() + r * static_cast<int64_t>(dst_row_bytes));
     }
   };
   std::vector<std::thread> threads;
@@ -55,7 +69,7 @@ Result<std::vector<uint8_t>> requantize_rows(const hal::WeightDesc& w, GgmlType 
   convert(0);
   for (std::thread& t : threads) t.join();
   for (const Status& s : status) BITNET_RETURN_IF_ERROR(s);
-  return out;
+  return {};
 }
 
 }  // namespace bitnet

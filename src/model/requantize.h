@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -18,5 +19,9 @@ Result<GgmlType> parse_head_type(std::string_view name);
 // Row by row: dequantize each row of `w` and quantize it to `type` with the owner's reference
 // quantizer, on n_threads threads. Rows must be whole blocks of `type`.
 Result<std::vector<uint8_t>> requantize_rows(const hal::WeightDesc& w, GgmlType type, int n_threads);
+// The bytes of `w` requantized to `type`, and requantize_rows into a caller's buffer of that size
+// (the engine's head, on huge pages: core/huge_pages.h).
+Result<uint64_t> requantized_bytes(const hal::WeightDesc& w, GgmlType type);
+Status requantize_rows_into(const hal::WeightDesc& w, GgmlType type, int n_threads, std::span<uint8_t> out);
 
 }  // namespace bitnet
