@@ -394,6 +394,31 @@ TEST(CliBench, ZeroLengthsLeaveThatTestOut) {
   EXPECT_NE(nothing.err.find("nothing to measure"), std::string::npos) << nothing.err;
 }
 
+// --parallel N: decode rows with N sequences stepped together, their summed t/s and the GB/s of
+// one weight pass per step; without 1 in the list the plain tg row is left out; 0 is an error.
+TEST(CliBench, ParallelDecodeRows) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const Output o = run_cli("bench -m " + model.string() + " -p 0 -n 4 --parallel 1,3 -t 1 -r 1 -o json");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto rows = nlohmann::json::parse(o.out);
+  ASSERT_EQ(rows.size(), 2u) << o.out;
+  EXPECT_EQ(rows[0]["n_parallel"], 1);
+  EXPECT_EQ(rows[1]["n_parallel"], 3);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["n_gen"], 4);
+    EXPECT_GT(r["avg_ts"].get<double>(), 0.0) << r.dump();
+    const double steps_per_s = r["avg_ts"].get<double>() / r["n_parallel"].get<double>();
+    EXPECT_NEAR(r["gbps"].get<double>(), r["bytes_per_token"].get<double>() * steps_per_s / 1e9, 1e-9) << r.dump();
+  }
+  const Output md = run_cli("bench -m " + model.string() + " -p 0 -n 4 --np 2 -t 1 -r 1");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| tg4 np2 |"), std::string::npos) << md.out;
+  EXPECT_EQ(md.out.find("| tg4 |"), std::string::npos) << md.out;
+  const Output zero = run_cli("bench -m " + model.string() + " --parallel 0 -r 1");
+  EXPECT_EQ(zero.exit_code, 2) << zero.err;
+  EXPECT_NE(zero.err.find("--parallel"), std::string::npos) << zero.err;
+}
+
 TEST(CliBench, BadInputIsAOneLineError) {
   expect_clean_error(run_cli("bench -m " + (temp_dir() / "missing.gguf").string() + " -p 8 -n 4 -r 1"), "missing.gguf");
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");

@@ -1,6 +1,8 @@
 // `bitnet bench`: llama-bench's tests (pp N: one N-token prompt; tg N: N single-token decode
 // steps from an empty cache) over models x head types x thread counts, with the achieved read
 // bandwidth of decoding next to tokens/s, and the machine's own read bandwidth to compare with.
+// --parallel adds tg N with several sequences decoded in one batched step each, as `bitnet
+// serve`'s slots are (llama-batched-bench's S_TG): the throughput a server gains from batching.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +30,8 @@ namespace {
 using bench::Row;
 
 constexpr int64_t kMaxTestTokens = 16384;
+constexpr int64_t kMaxParallel = 64;      // --parallel: sequences per step
+constexpr int64_t kParallelKvBlock = 16;  // positions per KV block of the --parallel tests (as serve)
 
 int64_t hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
@@ -37,8 +41,10 @@ struct BenchFlags {
   std::string prompts_text = "128";
   std::string gens_text = "64";
   std::string threads_text;         // "" = every hardware thread
+  std::string parallel_text = "1";
   std::vector<int64_t> prompts;     // parsed from the texts by run()
   std::vector<int64_t> gens;
+  std::vector<int64_t> parallel;    // only counts above 1: np 1 is the plain tg test
   std::vector<std::string> head_types = {""};
   int reps = 3;
   std::string output = "md";
@@ -108,6 +114,46 @@ Result<std::vector<double>> run_test(Engine& engine, int64_t n_prompt, int64_t n
   return samples;
 }
 
+// tg n_gen over n_seq sequences, each step one token of every sequence (Model::step on a paged
+// cache), repeated: samples of the summed tokens/s. Each run opens fresh sessions from BOS and
+// closes them, so their KV blocks go back to the pool.
+Result<std::vector<double>> run_parallel_test(Model& model, int64_t n_seq, int64_t n_gen, int reps,
+                                              const std::string& label) {
+  std::mt19937 rng(42);
+  const auto random_token = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(model.n_vocab())); };
+  std::vector<double> samples;
+  for (int r = -1; r < reps; ++r) {
+    if (r < 0) progress(label + " warm-up");
+    std::vector<Session> sessions;
+    for (int64_t i = 0; i < n_seq; ++i) {
+      BITNET_ASSIGN_OR_RETURN(Session s, model.open_session());
+      sessions.push_back(std::move(s));
+    }
+    std::vector<int32_t> tokens(static_cast<size_t>(n_seq), model.bos_id().value_or(0));
+    std::vector<Model::StepInput> batch(static_cast<size_t>(n_seq));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < (r < 0 ? 1 : n_gen); ++i) {
+      for (size_t k = 0; k < batch.size(); ++k) batch[k] = {&sessions[k], std::span<const int32_t>(&tokens[k], 1)};
+      BITNET_ASSIGN_OR_RETURN(auto logits, model.step(batch));
+      for (int32_t& t : tokens) t = random_token();
+    }
+    const double seconds = seconds_since(t0);
+    if (r >= 0) samples.push_back(static_cast<double>(n_seq * n_gen) / seconds);
+  }
+  return samples;
+}
+
+// The bandwidth reading of a decode row (see bench_engine).
+void read_bandwidth(Row& row, std::map<int, double>& membw, uint64_t& peak) {
+  progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", row.n_threads));
+  peak = std::max(peak, peak_rss_bytes());
+  const double after = bench::measure_read_bandwidth(row.n_threads);
+  reset_peak_rss();
+  double& before = membw[row.n_threads];
+  row.membw_gbps = std::max(before, after);
+  before = after;
+}
+
 // Every test of one loaded engine. A decode row's bandwidth bound is the higher of the readings
 // just before and just after it (a shared host's bandwidth moves within seconds: one low reading
 // would credit the decode with more than its share); the reading after becomes the next row's
@@ -124,16 +170,26 @@ Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int,
     row.n_gen = n_gen;
     const std::string label = fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
     BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, n_prompt, n_gen, f.reps, label));
-    if (n_gen > 0) {
-      progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", row.n_threads));
-      peak = std::max(peak, peak_rss_bytes());
-      const double after = bench::measure_read_bandwidth(row.n_threads);
-      reset_peak_rss();
-      double& before = membw[row.n_threads];
-      row.membw_gbps = std::max(before, after);
-      before = after;
-    }
+    if (n_gen > 0) read_bandwidth(row, membw, peak);
     rows.push_back(std::move(row));
+  }
+  progress("");
+  return {};
+}
+
+// The --parallel tests of one model loaded with a paged cache.
+Status bench_parallel(const BenchFlags& f, Model& model, Row base, std::map<int, double>& membw,
+                      std::vector<Row>& rows, uint64_t& peak) {
+  for (int64_t n_seq : f.parallel) {
+    for (int64_t n_gen : f.gens) {
+      Row row = base;
+      row.n_gen = n_gen;
+      row.n_parallel = n_seq;
+      const std::string label = fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
+      BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_parallel_test(model, n_seq, n_gen, f.reps, label));
+      read_bandwidth(row, membw, peak);
+      rows.push_back(std::move(row));
+    }
   }
   progress("");
   return {};
@@ -163,13 +219,17 @@ int run(BenchFlags f) {
   auto prompts = parse_list(f.prompts_text, "-p", 0, kMaxTestTokens);
   auto gens = parse_list(f.gens_text, "-n", 0, kMaxTestTokens);
   auto threads = parse_list(f.threads_text.empty() ? all_threads : f.threads_text, "-t", 1, 4 * hardware_threads());
-  for (const auto* r : {&prompts, &gens, &threads}) {
+  auto parallel = parse_list(f.parallel_text, "--parallel", 1, kMaxParallel);
+  for (const auto* r : {&prompts, &gens, &threads, &parallel}) {
     if (!r->ok()) return fail(r->status());
   }
   f.prompts.clear();
   f.gens.clear();
   std::copy_if(prompts->begin(), prompts->end(), std::back_inserter(f.prompts), [](int64_t n) { return n > 0; });
   std::copy_if(gens->begin(), gens->end(), std::back_inserter(f.gens), [](int64_t n) { return n > 0; });
+  f.parallel.clear();
+  std::copy_if(parallel->begin(), parallel->end(), std::back_inserter(f.parallel), [](int64_t n) { return n > 1; });
+  const bool plain_tg = std::find(parallel->begin(), parallel->end(), 1) != parallel->end();
   if (f.prompts.empty() && f.gens.empty() && !f.membw_only) {
     std::fprintf(stderr, "error: nothing to measure: -p and -n are both 0 (see --help)\n");
     return 2;
@@ -213,11 +273,34 @@ int run(BenchFlags f) {
         base.load_seconds = seconds_since(t0);
         const size_t first_row = rows.size();
         uint64_t peak = 0;
-        const Status s = bench_engine(f, **engine, base, membw, rows, peak);
+        BenchFlags plain = f;
+        if (!plain_tg) plain.gens.clear();  // --parallel without 1: only the batched decode tests
+        const Status s = bench_engine(plain, **engine, base, membw, rows, peak);
         if (!s.ok()) return fail(s.with_context(path));
         // Peak over the load and every test of this engine (weights touched by decode included).
         peak = std::max(peak, peak_rss_bytes());
         for (size_t i = first_row; i < rows.size(); ++i) rows[i].peak_rss_bytes = peak;
+        if (f.parallel.empty() || f.gens.empty()) continue;
+        // The batched tests need a paged cache: the model is loaded again with one, for every
+        // sequence's whole decode. The engine goes first: two copies of the weights would not fit
+        // where one barely does.
+        engine->reset();  // the unique_ptr: unloads the Engine
+        const int64_t max_seq = *std::max_element(f.parallel.begin(), f.parallel.end());
+        options->kv_block = kParallelKvBlock;
+        options->n_ctx = max_seq * ((max_gen + 1 + kParallelKvBlock - 1) / kParallelKvBlock * kParallelKvBlock);
+        reset_peak_rss();
+        const auto t1 = std::chrono::steady_clock::now();
+        auto model = Model::load(*options);
+        if (!model.ok()) return fail(model.status());
+        Row pbase = bench::describe(**model, path, head);
+        pbase.n_threads = t;
+        pbase.load_seconds = seconds_since(t1);
+        const size_t first_parallel = rows.size();
+        peak = 0;
+        const Status ps = bench_parallel(f, **model, pbase, membw, rows, peak);
+        if (!ps.ok()) return fail(ps.with_context(path));
+        peak = std::max(peak, peak_rss_bytes());
+        for (size_t i = first_parallel; i < rows.size(); ++i) rows[i].peak_rss_bytes = peak;
       }
     }
   }
@@ -251,6 +334,11 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   cmd->add_option("-t,--threads", f->threads_text,
                   fmt::format("thread counts, comma-separated, at most {} (default: {})", 4 * hardware_threads(), hardware_threads()))
       ->check(list_check("-t", 1, 4 * hardware_threads()));
+  cmd->add_option("--parallel,--np", f->parallel_text,
+                  fmt::format("decode tests with this many sequences stepped together (a server's slots), "
+                              "comma-separated, at most {}; t/s is their sum; 1 = the plain tg test (default: 1)",
+                              kMaxParallel))
+      ->check(list_check("--parallel", 1, kMaxParallel));
   cmd->add_option("-r,--repetitions", f->reps, "runs of each test after one warm-up run (default: 3)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--head-type", f->head_types, "requantize the output head: f16|q8_0|q6_K (repeatable)");

@@ -10,7 +10,8 @@
 namespace bitnet::bench {
 
 std::string Row::test_name() const {
-  return n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+  if (n_prompt > 0) return fmt::format("pp{}", n_prompt);
+  return n_parallel > 1 ? fmt::format("tg{} np{}", n_gen, n_parallel) : fmt::format("tg{}", n_gen);
 }
 
 double Row::avg_ts() const {
@@ -27,10 +28,12 @@ double Row::stddev_ts() const {
   return std::sqrt(sum / static_cast<double>(samples_ts.size() - 1));
 }
 
-double Row::gbps() const { return n_gen > 0 ? static_cast<double>(bytes_per_token) * avg_ts() / 1e9 : 0.0; }
+double Row::gbps() const {
+  return n_gen > 0 ? static_cast<double>(bytes_per_token) * avg_ts() / static_cast<double>(n_parallel) / 1e9 : 0.0;
+}
 
-Row describe(const Engine& engine, const std::string& path, const std::string& head_type) {
-  const ModelSummary& m = engine.model();
+Row describe(const Model& engine, const std::string& path, const std::string& head_type) {
+  const ModelSummary& m = engine.summary();
   Row r;
   r.model_path = path;
   r.model_name = !m.name.empty() ? m.name : std::filesystem::path(path).filename().string();
@@ -79,7 +82,8 @@ std::string markdown(const std::vector<Row>& rows) {
 // llama-bench's field names where they exist, then ours.
 nlohmann::ordered_json to_json(const Row& r) {
   std::vector<double> samples_ns;
-  for (double ts : r.samples_ts) samples_ns.push_back(static_cast<double>(r.n_prompt + r.n_gen) / ts * 1e9);
+  const double n_tokens = static_cast<double>(r.n_prompt + r.n_gen * r.n_parallel);
+  for (double ts : r.samples_ts) samples_ns.push_back(n_tokens / ts * 1e9);
   const double avg_ns = samples_ns.empty() ? 0.0 : std::accumulate(samples_ns.begin(), samples_ns.end(), 0.0) / static_cast<double>(samples_ns.size());
   return {{"model_filename", r.model_path},
           {"model_type", r.model_type},
@@ -89,6 +93,7 @@ nlohmann::ordered_json to_json(const Row& r) {
           {"n_threads", r.n_threads},
           {"n_prompt", r.n_prompt},
           {"n_gen", r.n_gen},
+          {"n_parallel", r.n_parallel},
           {"avg_ns", static_cast<uint64_t>(avg_ns)},
           {"avg_ts", r.avg_ts()},
           {"stddev_ts", r.stddev_ts()},

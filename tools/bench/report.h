@@ -23,19 +23,20 @@ struct Row {
   int n_threads = 0;
   int64_t n_prompt = 0;
   int64_t n_gen = 0;
+  int64_t n_parallel = 1;      // decode: sequences stepped together (--parallel); t/s is their sum
   std::vector<double> samples_ts;
   double membw_gbps = 0.0;     // the machine's read bandwidth on n_threads (decode rows)
   double load_seconds = 0.0;
   uint64_t peak_rss_bytes = 0;  // VmHWM over the load and every test of this engine
 
-  std::string test_name() const;  // "pp128", "tg64"
+  std::string test_name() const;  // "pp128", "tg64", "tg64 np8" (8 sequences)
   double avg_ts() const;
   double stddev_ts() const;
-  double gbps() const;            // decode: bytes_per_token x tokens/s
+  double gbps() const;            // decode: bytes_per_token x steps/s (a step reads the weights once)
 };
 
 // The fields every row of one engine shares.
-Row describe(const Engine& engine, const std::string& path, const std::string& head_type);
+Row describe(const Model& model, const std::string& path, const std::string& head_type);
 
 // format: "md" | "json" | "csv".
 std::string format_rows(const std::vector<Row>& rows, const std::string& format);

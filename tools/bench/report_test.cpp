@@ -35,6 +35,10 @@ TEST(BenchReport, StatisticsAndBandwidth) {
   p.n_prompt = 128;
   EXPECT_EQ(p.test_name(), "pp128");
   EXPECT_DOUBLE_EQ(p.gbps(), 0.0);       // bandwidth is reported for decoding only
+  Row np = r;
+  np.n_parallel = 4;                     // 12 tokens/s over 4 sequences: 3 steps/s
+  EXPECT_EQ(np.test_name(), "tg64 np4");
+  EXPECT_DOUBLE_EQ(np.gbps(), 3.0);
 }
 
 TEST(BenchReport, JsonUsesLlamaBenchFieldNames) {
