@@ -28,10 +28,20 @@ void softmax_sorted(std::vector<Candidate>& c, float temperature) {
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const bool penalty = params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0;
+  if (params_.temperature <= 0.0f && !penalty && !logits.empty()) {
+    // Greedy without a penalty: the first maximum of the logits themselves (as the candidate
+    // path below picks it), without copying 128K candidates per token of every sequence.
+    size_t best = 0;
+    for (size_t i = 1; i < logits.size(); ++i) {
+      if (logits[best] < logits[i]) best = i;
+    }
+    return static_cast<int32_t>(best);
+  }
   cand_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
 
-  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) {
+  if (penalty) {
     const size_t n = params_.repeat_last_n < 0
                          ? history.size()
                          : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));

@@ -19,6 +19,23 @@ TEST(Sampler, GreedyTakesArgmaxAndLowestIdOnTies) {
   EXPECT_EQ(s.sample(std::vector<float>{3.0f, 1.0f, 3.0f}, {}), 0);
 }
 
+// Greedy without a penalty reads the logits directly; with a penalty that touches nothing (no
+// history) it goes through the candidate list. Both pick the same first maximum.
+TEST(Sampler, GreedyFastPathEqualsTheCandidatePath) {
+  SamplingParams with_penalty = greedy();
+  with_penalty.repeat_penalty = 1.5f;
+  Sampler fast(greedy()), slow(with_penalty);
+  uint32_t x = 12345;
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> logits(1000 + trial);
+    for (float& l : logits) {
+      x = x * 1664525u + 1013904223u;
+      l = static_cast<float>((x >> 24) % 16) - 8.0f;  // few values: many ties
+    }
+    EXPECT_EQ(fast.sample(logits, {}), slow.sample(logits, {})) << trial;
+  }
+}
+
 TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   SamplingParams p = greedy();
   p.repeat_penalty = 2.0f;
