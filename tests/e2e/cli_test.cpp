@@ -375,19 +375,31 @@ TEST(CliBench, JsonHasOneRowPerHeadThreadsAndTest) {
   EXPECT_LT(q8_size, f16_size);
 }
 
+// `bitnet bench -m MODEL ARGS -t 1 -r 1 -o json`: its rows, or an empty array (and a failure)
+// when it fails or gives another number of rows than n_rows.
+nlohmann::json bench_rows(const fs::path& model, const std::string& args, size_t n_rows) {
+  const Output o = run_cli("bench -m " + model.string() + " " + args + " -t 1 -r 1 -o json");
+  if (o.exit_code != 0) {
+    ADD_FAILURE() << args << ": exit " << o.exit_code << ": " << o.err;
+    return nlohmann::json::array();
+  }
+  auto rows = nlohmann::json::parse(o.out);
+  if (rows.size() != n_rows) {
+    ADD_FAILURE() << args << ": " << rows.size() << " rows, expected " << n_rows << ": " << o.out;
+    return nlohmann::json::array();
+  }
+  return rows;
+}
+
 // -p 0 / -n 0 leave out that kind of test, as llama-bench; both 0 is an error, not a crash.
 TEST(CliBench, ZeroLengthsLeaveThatTestOut) {
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
-  const Output decode_only = run_cli("bench -m " + model.string() + " -p 0 -n 4 -t 1 -r 1 -o json");
-  ASSERT_EQ(decode_only.exit_code, 0) << decode_only.err;
-  const auto rows = nlohmann::json::parse(decode_only.out);
-  ASSERT_EQ(rows.size(), 1u) << decode_only.out;
+  const auto rows = bench_rows(model, "-p 0 -n 4", 1);
+  ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0]["n_prompt"], 0);
   EXPECT_EQ(rows[0]["n_gen"], 4);
-  const Output prompt_only = run_cli("bench -m " + model.string() + " -p 8,0 -n 0 -t 1 -r 1 -o json");
-  ASSERT_EQ(prompt_only.exit_code, 0) << prompt_only.err;
-  const auto prow = nlohmann::json::parse(prompt_only.out);
-  ASSERT_EQ(prow.size(), 1u) << prompt_only.out;
+  const auto prow = bench_rows(model, "-p 8,0 -n 0", 1);
+  ASSERT_EQ(prow.size(), 1u);
   EXPECT_EQ(prow[0]["n_prompt"], 8);
   const Output nothing = run_cli("bench -m " + model.string() + " -p 0 -n 0 -r 1");
   EXPECT_EQ(nothing.exit_code, 2) << nothing.err;
@@ -398,10 +410,8 @@ TEST(CliBench, ZeroLengthsLeaveThatTestOut) {
 // one weight pass per step; without 1 in the list the plain tg row is left out; 0 is an error.
 TEST(CliBench, ParallelDecodeRows) {
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
-  const Output o = run_cli("bench -m " + model.string() + " -p 0 -n 4 --parallel 1,3 -t 1 -r 1 -o json");
-  ASSERT_EQ(o.exit_code, 0) << o.err;
-  const auto rows = nlohmann::json::parse(o.out);
-  ASSERT_EQ(rows.size(), 2u) << o.out;
+  const auto rows = bench_rows(model, "-p 0 -n 4 --parallel 1,3", 2);
+  ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0]["n_parallel"], 1);
   EXPECT_EQ(rows[1]["n_parallel"], 3);
   for (const auto& r : rows) {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -195,6 +196,27 @@ Status bench_parallel(const BenchFlags& f, Model& model, Row base, std::map<int,
   return {};
 }
 
+// Loads an Engine, or a Model with a paged cache, for the rows of one (file, head type, thread
+// count): their shared fields and the load time in `base`, the peak RSS counted from here.
+template <class M>
+Result<std::unique_ptr<M>> load_for_rows(const EngineOptions& options, const std::string& path, const std::string& head,
+                                         int n_threads, Row& base) {
+  reset_peak_rss();
+  const auto t0 = std::chrono::steady_clock::now();
+  BITNET_ASSIGN_OR_RETURN(std::unique_ptr<M> m, M::load(options));
+  base = bench::describe(*m, path, head);
+  base.n_threads = n_threads;
+  base.load_seconds = seconds_since(t0);
+  return m;
+}
+
+// Rows from `first` on get the peak RSS over their model's load and every test of it (weights
+// touched by decode included).
+void stamp_peak(std::vector<Row>& rows, size_t first, uint64_t peak) {
+  peak = std::max(peak, peak_rss_bytes());
+  for (size_t i = first; i < rows.size(); ++i) rows[i].peak_rss_bytes = peak;
+}
+
 // "128,512" -> {128, 512}, each in [lo, hi]; an error message otherwise.
 Result<std::vector<int64_t>> parse_list(const std::string& text, const char* flag, int64_t lo, int64_t hi) {
   std::vector<int64_t> out;
@@ -264,22 +286,16 @@ int run(BenchFlags f) {
         if (!options.ok()) return fail(options.status());
         options->head_type = head;
         options->n_batch = std::max<int64_t>(512, max_prompt);
-        reset_peak_rss();
-        const auto t0 = std::chrono::steady_clock::now();
-        auto engine = Engine::load(*options);
+        Row base;
+        auto engine = load_for_rows<Engine>(*options, path, head, t, base);
         if (!engine.ok()) return fail(engine.status());
-        Row base = bench::describe(**engine, path, head);
-        base.n_threads = t;
-        base.load_seconds = seconds_since(t0);
         const size_t first_row = rows.size();
         uint64_t peak = 0;
         BenchFlags plain = f;
         if (!plain_tg) plain.gens.clear();  // --parallel without 1: only the batched decode tests
         const Status s = bench_engine(plain, **engine, base, membw, rows, peak);
         if (!s.ok()) return fail(s.with_context(path));
-        // Peak over the load and every test of this engine (weights touched by decode included).
-        peak = std::max(peak, peak_rss_bytes());
-        for (size_t i = first_row; i < rows.size(); ++i) rows[i].peak_rss_bytes = peak;
+        stamp_peak(rows, first_row, peak);
         if (f.parallel.empty() || f.gens.empty()) continue;
         // The batched tests need a paged cache: the model is loaded again with one, for every
         // sequence's whole decode. The engine goes first: two copies of the weights would not fit
@@ -288,19 +304,13 @@ int run(BenchFlags f) {
         const int64_t max_seq = *std::max_element(f.parallel.begin(), f.parallel.end());
         options->kv_block = kParallelKvBlock;
         options->n_ctx = max_seq * ((max_gen + 1 + kParallelKvBlock - 1) / kParallelKvBlock * kParallelKvBlock);
-        reset_peak_rss();
-        const auto t1 = std::chrono::steady_clock::now();
-        auto model = Model::load(*options);
+        auto model = load_for_rows<Model>(*options, path, head, t, base);
         if (!model.ok()) return fail(model.status());
-        Row pbase = bench::describe(**model, path, head);
-        pbase.n_threads = t;
-        pbase.load_seconds = seconds_since(t1);
         const size_t first_parallel = rows.size();
         peak = 0;
-        const Status ps = bench_parallel(f, **model, pbase, membw, rows, peak);
+        const Status ps = bench_parallel(f, **model, base, membw, rows, peak);
         if (!ps.ok()) return fail(ps.with_context(path));
-        peak = std::max(peak, peak_rss_bytes());
-        for (size_t i = first_parallel; i < rows.size(); ++i) rows[i].peak_rss_bytes = peak;
+        stamp_peak(rows, first_parallel, peak);
       }
     }
   }
