@@ -58,7 +58,8 @@ const std::vector<uint8_t>& file_bytes(GgmlType type, Shape s) {
 
 CpuWeight weight(const KernelSet& set, GgmlType type, Shape s) {
   const hal::WeightDesc d{"w", type, {s.n_cols, s.n_rows, 1, 1}, file_bytes(type, s)};
-  return *prepare_weight(d, set.ternary_rows_per_group, nullptr, set.ternary_layout);
+  auto w = prepare_weight(d, set.ternary_rows_per_group, nullptr, set.ternary_layout);
+  return std::move(*w);
 }
 
 std::vector<float> activations(int64_t n, uint32_t seed) {

@@ -75,7 +75,10 @@ std::vector<std::unique_ptr<Layer>> make_layers(GgmlType type, int n_layers, con
       for (auto& v : scales) v = fp16_to_fp32(fp32_to_fp16(0.25f + static_cast<float>(rng() % 1000) * 1e-3f));
       const auto bytes = *quant::ternary_encode(type, codes.data(), scales.data(), n);
       const hal::WeightDesc d{"w", type, {s.n_cols, s.n_rows, 1, 1}, bytes};
-      for (int k = 0; k < 2; ++k) layer->w[k][m] = *prepare_weight(d, set.ternary_rows_per_group, nullptr, kLayouts[k]);
+      for (int k = 0; k < 2; ++k) {
+        auto w = prepare_weight(d, set.ternary_rows_per_group, nullptr, kLayouts[k]);
+        layer->w[k][m] = std::move(*w);
+      }
     }
     layers.push_back(std::move(layer));
   }

@@ -339,12 +339,14 @@ namespace {
 // memory never holds both.
 void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w) {
   constexpr size_t kSlice = size_t{16} << 20;
-  w.owned.resize(bytes.size());
+  w.owned.reserve(bytes.size());  // filled by the copy itself, not zeroed first
   for (size_t at = 0; at < bytes.size(); at += kSlice) {
     const std::span<const uint8_t> slice = bytes.subspan(at, std::min(kSlice, bytes.size() - at));
-    std::memcpy(w.owned.data() + at, slice.data(), slice.size());
+    w.owned.insert(w.owned.end(), slice.begin(), slice.end());
     release_mapped_pages(slice);
   }
+  // The pages that straddle the slices' edges (kept by both slices) go too.
+  release_mapped_pages(bytes);
   w.raw = std::span<const uint8_t>(w.owned.data(), w.owned.size());
 }
 
@@ -368,7 +370,7 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_grou
   w.row_bytes = static_cast<int64_t>(row_bytes);
   if (w.n_rows == 1) {
     w.values.resize(static_cast<size_t>(w.n_cols));
-    BITNET_RETURN_IF_ERROR(quant::dequantize(d.type, d.bytes, w.n_cols, w.values.data()).with_context(d.name));
+    BITNET_RETURN_IF_ERROR(quant::dequantize(d.type, w.raw, w.n_cols, w.values.data()).with_context(d.name));
   }
   return w;
 }

@@ -1,5 +1,6 @@
-// CPU-resident weights. Float formats stay memory-mapped (read in place); ternary formats are
-// repacked once at load into the layout of the kernel set that reads them.
+// CPU-resident weights. Float formats stay memory-mapped (read in place), but for large ones,
+// copied onto huge pages; ternary formats are repacked once at load into the layout of the
+// kernel set that reads them.
 #pragma once
 
 #include <array>
@@ -92,6 +93,13 @@ bool t5_fits(int64_t n_cols, int64_t scale_block);
 uint8_t t5_byte(const uint8_t c[5]);
 
 struct CpuWeight {
+  CpuWeight() = default;
+  CpuWeight(CpuWeight&&) noexcept = default;  // the buffers move, so `raw` stays valid
+  CpuWeight& operator=(CpuWeight&&) noexcept = default;
+  // Not copyable: a copy's `raw` would still point into the original's `owned`.
+  CpuWeight(const CpuWeight&) = delete;
+  CpuWeight& operator=(const CpuWeight&) = delete;
+
   GgmlType type = GgmlType::kF32;
   int64_t n_cols = 0;            // ne[0]: row length
   int64_t n_rows = 0;            // ne[1] * ne[2] * ne[3]

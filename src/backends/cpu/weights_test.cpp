@@ -58,6 +58,25 @@ TEST(FloatWeights, LargeFileBackedWeightsAreCopiedIntact) {
   EXPECT_EQ(0, std::memcmp(f.map.bytes().data(), f.bytes.data(), f.bytes.size()));
 }
 
+// Bytes in ordinary memory (a requantized head) are read in place, whatever their size: releasing
+// their pages would zero them.
+TEST(FloatWeights, LargeWeightsInOrdinaryMemoryAreReadInPlace) {
+  const int64_t n_cols = 1280, n_rows = 2048;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_cols * n_rows * 2));
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 1);
+  const std::vector<uint8_t> expected = bytes;
+  hal::WeightDesc d;
+  d.name = "head";
+  d.type = GgmlType::kF16;
+  d.ne = {n_cols, n_rows, 1, 1};
+  d.bytes = bytes;
+  auto w = prepare_weight(d);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_TRUE(w->owned.empty());
+  EXPECT_EQ(w->raw.data(), bytes.data());
+  EXPECT_EQ(bytes, expected);
+}
+
 TEST(FloatWeights, SmallWeightsStayMapped) {
   const int64_t n_cols = 256, n_rows = 64;
   const F16File f = write_f16("small.bin", n_cols, n_rows);
