@@ -86,15 +86,36 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Token ids drawn from the model's vocabulary, the same sequence in every test.
+class RandomTokens {
+ public:
+  explicit RandomTokens(const Model& model) : n_vocab_(static_cast<uint32_t>(model.n_vocab())) {}
+  int32_t operator()() { return static_cast<int32_t>(rng_() % n_vocab_); }
+
+ private:
+  std::mt19937 rng_{42};
+  uint32_t n_vocab_;
+};
+
+// One warm-up run, not counted (as llama-bench), then `reps` runs: `run(warm_up)` does one and
+// returns the seconds it timed. Samples of n_tokens / seconds.
+template <class Run>
+Result<std::vector<double>> timed_runs(int reps, const std::string& label, double n_tokens, Run run) {
+  std::vector<double> samples;
+  for (int r = -1; r < reps; ++r) {
+    if (r < 0) progress(label + " warm-up");
+    BITNET_ASSIGN_OR_RETURN(const double seconds, run(r < 0));
+    if (r >= 0) samples.push_back(n_tokens / seconds);
+  }
+  return samples;
+}
+
 // One test (pp or tg) repeated: samples of tokens/s. Returns an error Status on failure.
 Result<std::vector<double>> run_test(Engine& engine, int64_t n_prompt, int64_t n_gen, int reps,
                                      const std::string& label) {
-  std::mt19937 rng(42);
-  const auto random_token = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(engine.n_vocab())); };
+  RandomTokens random_token(engine);
   const int32_t first = engine.bos_id().value_or(0);
-  std::vector<double> samples;
-  for (int r = -1; r < reps; ++r) {  // r == -1: the warm-up run, not counted (as llama-bench)
-    if (r < 0) progress(label + " warm-up");
+  return timed_runs(reps, label, static_cast<double>(n_prompt + n_gen), [&](bool warm_up) -> Result<double> {
     engine.reset();
     const auto t0 = std::chrono::steady_clock::now();
     if (n_prompt > 0) {
@@ -104,15 +125,13 @@ Result<std::vector<double>> run_test(Engine& engine, int64_t n_prompt, int64_t n
       BITNET_ASSIGN_OR_RETURN(auto logits, engine.eval(tokens, false));
     } else {
       int32_t token = first;
-      for (int64_t i = 0; i < (r < 0 ? 1 : n_gen); ++i) {
+      for (int64_t i = 0; i < (warm_up ? 1 : n_gen); ++i) {
         BITNET_ASSIGN_OR_RETURN(auto logits, engine.eval(std::span<const int32_t>(&token, 1), false));
         token = random_token();
       }
     }
-    const double seconds = seconds_since(t0);
-    if (r >= 0) samples.push_back(static_cast<double>(n_prompt + n_gen) / seconds);
-  }
-  return samples;
+    return seconds_since(t0);
+  });
 }
 
 // tg n_gen over n_seq sequences, each step one token of every sequence (Model::step on a paged
@@ -120,11 +139,8 @@ Result<std::vector<double>> run_test(Engine& engine, int64_t n_prompt, int64_t n
 // closes them, so their KV blocks go back to the pool.
 Result<std::vector<double>> run_parallel_test(Model& model, int64_t n_seq, int64_t n_gen, int reps,
                                               const std::string& label) {
-  std::mt19937 rng(42);
-  const auto random_token = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(model.n_vocab())); };
-  std::vector<double> samples;
-  for (int r = -1; r < reps; ++r) {
-    if (r < 0) progress(label + " warm-up");
+  RandomTokens random_token(model);
+  return timed_runs(reps, label, static_cast<double>(n_seq * n_gen), [&](bool warm_up) -> Result<double> {
     std::vector<Session> sessions;
     for (int64_t i = 0; i < n_seq; ++i) {
       BITNET_ASSIGN_OR_RETURN(Session s, model.open_session());
@@ -133,15 +149,18 @@ Result<std::vector<double>> run_parallel_test(Model& model, int64_t n_seq, int64
     std::vector<int32_t> tokens(static_cast<size_t>(n_seq), model.bos_id().value_or(0));
     std::vector<Model::StepInput> batch(static_cast<size_t>(n_seq));
     const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < (r < 0 ? 1 : n_gen); ++i) {
+    for (int64_t i = 0; i < (warm_up ? 1 : n_gen); ++i) {
       for (size_t k = 0; k < batch.size(); ++k) batch[k] = {&sessions[k], std::span<const int32_t>(&tokens[k], 1)};
       BITNET_ASSIGN_OR_RETURN(auto logits, model.step(batch));
       for (int32_t& t : tokens) t = random_token();
     }
-    const double seconds = seconds_since(t0);
-    if (r >= 0) samples.push_back(static_cast<double>(n_seq * n_gen) / seconds);
-  }
-  return samples;
+    return seconds_since(t0);
+  });
+}
+
+// The progress label of a row's test.
+std::string test_label(const Row& row) {
+  return fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
 }
 
 // The bandwidth reading of a decode row (see bench_engine).
@@ -169,8 +188,7 @@ Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int,
     Row row = base;
     row.n_prompt = n_prompt;
     row.n_gen = n_gen;
-    const std::string label = fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
-    BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, n_prompt, n_gen, f.reps, label));
+    BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, n_prompt, n_gen, f.reps, test_label(row)));
     if (n_gen > 0) read_bandwidth(row, membw, peak);
     rows.push_back(std::move(row));
   }
@@ -186,8 +204,7 @@ Status bench_parallel(const BenchFlags& f, Model& model, Row base, std::map<int,
       Row row = base;
       row.n_gen = n_gen;
       row.n_parallel = n_seq;
-      const std::string label = fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
-      BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_parallel_test(model, n_seq, n_gen, f.reps, label));
+      BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_parallel_test(model, n_seq, n_gen, f.reps, test_label(row)));
       read_bandwidth(row, membw, peak);
       rows.push_back(std::move(row));
     }
