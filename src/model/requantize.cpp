@@ -20,11 +20,22 @@ Result<GgmlType> parse_head_type(std::string_view name) {
   return invalid_argument(fmt::format("unknown head type '{}' (expected f16, q8_0 or q6_K)", name));
 }
 
-Result<uint64_t> requantized_bytes(const hal::WeightDesc& w, GgmlType type) {
-  const int64_t n_rows = w.ne[1] * w.ne[2] * w.ne[3];
+namespace {
+
+int64_t n_rows_of(const hal::WeightDesc& w) { return w.ne[1] * w.ne[2] * w.ne[3]; }
+
+// Bytes of one row of `w` as `type`, or why its rows are not whole blocks of it.
+Result<uint64_t> requantized_row_bytes(const hal::WeightDesc& w, GgmlType type) {
   auto row_bytes = ggml_tensor_n_bytes(type, w.ne[0]);
   if (!row_bytes.ok()) return row_bytes.status().with_context(fmt::format("{} as {}", w.name, ggml_type_name(type)));
-  return *row_bytes * static_cast<uint64_t>(n_rows);
+  return *row_bytes;
+}
+
+}  // namespace
+
+Result<uint64_t> requantized_bytes(const hal::WeightDesc& w, GgmlType type) {
+  BITNET_ASSIGN_OR_RETURN(const uint64_t row_bytes, requantized_row_bytes(w, type));
+  return row_bytes * static_cast<uint64_t>(n_rows_of(w));
 }
 
 Result<std::vector<uint8_t>> requantize_rows(const hal::WeightDesc& w, GgmlType type, int n_threads) {
@@ -36,10 +47,10 @@ Result<std::vector<uint8_t>> requantize_rows(const hal::WeightDesc& w, GgmlType 
 
 Status requantize_rows_into(const hal::WeightDesc& w, GgmlType type, int n_threads, std::span<uint8_t> out) {
   const int64_t n_cols = w.ne[0];
-  const int64_t n_rows = w.ne[1] * w.ne[2] * w.ne[3];
+  const int64_t n_rows = n_rows_of(w);
   BITNET_ASSIGN_OR_RETURN(const uint64_t src_row_bytes, ggml_tensor_n_bytes(w.type, n_cols));
-  BITNET_ASSIGN_OR_RETURN(const uint64_t n_bytes, requantized_bytes(w, type));
-  const uint64_t dst_row_bytes = n_bytes / static_cast<uint64_t>(std::max<int64_t>(n_rows, 1));
+  BITNET_ASSIGN_OR_RETURN(const uint64_t dst_row_bytes, requantized_row_bytes(w, type));
+  const uint64_t n_bytes = dst_row_bytes * static_cast<uint64_t>(n_rows);
   if (!quant::can_dequantize(w.type)) {
     return unsupported(fmt::format("{}: cannot requantize a {} tensor", w.name, ggml_type_name(w.type)));
   }
