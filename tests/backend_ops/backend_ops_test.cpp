@@ -6,7 +6,7 @@
 // Built a second time with BITNET_BACKEND_OPS_ONLY="cuda" (cuda_backend_ops_test, ctest label
 // gpu): only that backend's devices are compared, the CPU reference keeps an F16 KV cache as the
 // CUDA backend does, and an op the CUDA kernels refuse with kUnsupported (attention over heads
-// of other than 64, 128 or 256) reports that case skipped on it, with the reason.
+// of more than 256) reports that case skipped on it, with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>

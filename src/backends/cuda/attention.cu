@@ -1,7 +1,9 @@
 // Attention over the F16 KV cache, split-K (flash-decoding): pass 1 gives each (token, head,
 // slice of positions) one block of 4 warps; warp w takes positions p0 + w, p0 + w + 4, ... of
 // its slice with an online softmax (ops_math.h SoftmaxState), lane l holds head dimensions
-// 2l + 64i as half2 (a warp reads a 256-byte K or V row in one instruction); the 4 warps merge
+// 2l + 64i as half2 (a warp reads a 256-byte K or V row in one instruction; heads of 64, 128
+// or 256), or, for any other head of up to 256, the same dimensions below head_dim as single
+// halves, those past it held at zero (stories260K's heads of 8, 80, 96, ...); the 4 warps merge
 // in shared memory and write the slice's (m, l, o). Pass 2 merges the slices of each (token,
 // head) and divides by the sum. The number of slices is fixed per graph (choose_attention_split:
 // from n_ctx, not the position), so a captured decode step replays at any position; slices
@@ -17,12 +19,26 @@ namespace {
 
 constexpr int kWarps = 4;
 
-template <int kPairs>  // half2 pairs per lane: head_dim / 64
+// Dimensions 2l + 64i and 2l + 64i + 1 of the K or V slice at `base` (in halves) as a float2.
+// kFull: head_dim == 64 * kPairs, one half2 read (base is even); else those at or past head_dim
+// are 0.
+template <bool kFull>
+__device__ __forceinline__ float2 load_pair(const __half* __restrict__ cache, int64_t base, int d, int head_dim) {
+  if constexpr (kFull) {
+    return __half22float2(reinterpret_cast<const __half2*>(cache)[(base + d) / 2]);
+  } else {
+    return make_float2(d < head_dim ? __half2float(cache[base + d]) : 0.0f,
+                       d + 1 < head_dim ? __half2float(cache[base + d + 1]) : 0.0f);
+  }
+}
+
+template <int kPairs, bool kFull>  // half2 pairs per lane: head_dim / 64, or head_dim <= 64 * kPairs
 __global__ void __launch_bounds__(kWarp* kWarps)
-    attention_split_kernel(const float* __restrict__ q, const __half2* __restrict__ k_cache,
-                           const __half2* __restrict__ v_cache, KvRows rows, AttentionShape shape,
+    attention_split_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
+                           const __half* __restrict__ v_cache, KvRows rows, AttentionShape shape,
                            float* __restrict__ scratch) {
   constexpr int kDim = 64 * kPairs;
+  const int hd = kFull ? kDim : shape.head_dim;
   const int h = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
   const int64_t t = blockIdx.z;
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -33,20 +49,20 @@ __global__ void __launch_bounds__(kWarp* kWarps)
   const int32_t* table = rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
 
   float2 qv[kPairs], o[kPairs];
-  const float* qh = q + (t * shape.n_head + h) * kDim;
+  const float* qh = q + (t * shape.n_head + h) * hd;
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) {
-    qv[i] = make_float2(qh[2 * lane + 64 * i], qh[2 * lane + 64 * i + 1]);
+    const int d = 2 * lane + 64 * i;
+    qv[i] = make_float2(d < hd ? qh[d] : 0.0f, d + 1 < hd ? qh[d + 1] : 0.0f);
     o[i] = make_float2(0.0f, 0.0f);
   }
   SoftmaxState st{-INFINITY, 0.0f};
-  const int64_t row_pairs = shape.n_embd_kv / 2;
   for (int64_t j = p0 + warp; j < p1; j += kWarps) {
-    const int64_t base = kv_row(j, table, rows.block_shift) * row_pairs + hkv * (kDim / 2);
+    const int64_t base = kv_row(j, table, rows.block_shift) * shape.n_embd_kv + int64_t{hkv} * hd;
     float dot = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPairs; ++i) {
-      const float2 k = __half22float2(k_cache[base + lane + 32 * i]);
+      const float2 k = load_pair<kFull>(k_cache, base, 2 * lane + 64 * i, hd);
       dot += qv[i].x * k.x + qv[i].y * k.y;
     }
     const float score = warp_sum(dot) * shape.kq_scale;
@@ -54,7 +70,7 @@ __global__ void __launch_bounds__(kWarp* kWarps)
     const float corr = softmax_add(st, score, p);
 #pragma unroll
     for (int i = 0; i < kPairs; ++i) {
-      const float2 v = __half22float2(v_cache[base + lane + 32 * i]);
+      const float2 v = load_pair<kFull>(v_cache, base, 2 * lane + 64 * i, hd);
       o[i].x = o[i].x * corr + p * v.x;
       o[i].y = o[i].y * corr + p * v.y;
     }
@@ -81,15 +97,16 @@ __global__ void __launch_bounds__(kWarp* kWarps)
       o[i].y = o[i].y * fa + b.y * fb;
     }
   }
-  float* slot = scratch + ((t * shape.n_head + h) * shape.n_splits + split) * (2 + kDim);  // attention_slot_floats
+  float* slot = scratch + ((t * shape.n_head + h) * shape.n_splits + split) * (2 + int64_t{hd});  // attention_slot_floats
   if (lane == 0) {
     slot[0] = st.m;
     slot[1] = st.l;
   }
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) {
-    slot[2 + 2 * lane + 64 * i] = o[i].x;
-    slot[2 + 2 * lane + 64 * i + 1] = o[i].y;
+    const int d = 2 * lane + 64 * i;
+    if (d < hd) slot[2 + d] = o[i].x;
+    if (d + 1 < hd) slot[2 + d + 1] = o[i].y;
   }
 }
 
@@ -111,13 +128,13 @@ __global__ void attention_merge_kernel(const float* __restrict__ scratch, Attent
   }
 }
 
-template <int kPairs>
+template <int kPairs, bool kFull>
 void launch_split(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const KvRows& rows,
                   const AttentionShape& shape, int64_t n_tokens, float* scratch, GpuStream stream) {
   const dim3 grid(static_cast<unsigned>(shape.n_head), static_cast<unsigned>(shape.n_splits),
                   static_cast<unsigned>(n_tokens));
-  attention_split_kernel<kPairs><<<grid, kWarp * kWarps, 0, stream>>>(
-      q, reinterpret_cast<const __half2*>(k_cache), reinterpret_cast<const __half2*>(v_cache), rows, shape, scratch);
+  attention_split_kernel<kPairs, kFull><<<grid, kWarp * kWarps, 0, stream>>>(
+      q, reinterpret_cast<const __half*>(k_cache), reinterpret_cast<const __half*>(v_cache), rows, shape, scratch);
 }
 
 }  // namespace
@@ -129,11 +146,20 @@ GpuError attention_f16(const float* q, const uint16_t* k_cache, const uint16_t* 
       shape.n_splits <= 0 || shape.n_splits > 65535 || shape.split_len <= 0 || rows.pos == nullptr) {
     return kGpuInvalidValue;
   }
-  switch (shape.head_dim) {
-    case 64: launch_split<1>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream); break;
-    case 128: launch_split<2>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream); break;
-    case 256: launch_split<4>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream); break;
-    default: return kGpuInvalidValue;
+  const int32_t hd = shape.head_dim;
+  if (!attention_head_dim_supported(hd)) return kGpuInvalidValue;
+  if (hd == 64) {
+    launch_split<1, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+  } else if (hd == 128) {
+    launch_split<2, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+  } else if (hd == 256) {
+    launch_split<4, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+  } else if (hd < 64) {
+    launch_split<1, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+  } else if (hd < 128) {
+    launch_split<2, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+  } else {
+    launch_split<4, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
   }
   if (const GpuError e = launch_status(); e != kGpuSuccess) return e;
   const dim3 grid(static_cast<unsigned>(shape.n_head), static_cast<unsigned>(n_tokens));

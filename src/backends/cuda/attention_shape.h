@@ -9,12 +9,16 @@ namespace bitnet::cuda {
 struct AttentionShape {
   int32_t n_head = 0;
   int32_t n_head_kv = 0;  // divides n_head (GQA)
-  int32_t head_dim = 0;   // 64, 128 or 256
+  int32_t head_dim = 0;   // 1 .. kMaxAttentionHeadDim (fastest: 64, 128, 256)
   int64_t n_embd_kv = 0;  // n_head_kv * head_dim: a cache row
   float kq_scale = 1.0f;
   int32_t n_splits = 1;   // split-K: positions in n_splits slices of split_len (fixed per graph)
   int32_t split_len = 0;
 };
+
+// The largest head the attention kernel takes (a warp's lanes hold 8 dimensions each).
+inline constexpr int32_t kMaxAttentionHeadDim = 256;
+inline bool attention_head_dim_supported(int32_t head_dim) { return head_dim >= 1 && head_dim <= kMaxAttentionHeadDim; }
 
 // Scratch floats per (token, head, slice): m, l and head_dim accumulators.
 inline int64_t attention_slot_floats(int32_t head_dim) { return 2 + int64_t{head_dim}; }

@@ -2,6 +2,7 @@
 // CPU's scalar kernel. Without a CUDA device (this project's build machines: no driver) every
 // test reports skipped with the runtime's reason; they have not run on a GPU yet.
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -258,14 +259,18 @@ TEST_F(CudaKernels, ElementwiseOpsMatchTheCpu) {
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)], 4e-7f * (1.0f + std::fabs(want[static_cast<size_t>(i)])));
 }
 
-TEST_F(CudaKernels, StoreKvAndSplitAttentionMatchTheCpu) {
+// Heads of 128 (2B-4T) and 64 take the half2 kernels; 8 (stories260K), 80 and 200 the
+// bounds-checked ones.
+class CudaAttention : public CudaKernels, public testing::WithParamInterface<int32_t> {};
+
+TEST_P(CudaAttention, StoreKvAndSplitAttentionMatchTheCpu) {
   std::mt19937 rng(15);
   AttentionShape shape;
   shape.n_head = 20;
   shape.n_head_kv = 5;
-  shape.head_dim = 128;
-  shape.n_embd_kv = 640;
-  shape.kq_scale = 1.0f / std::sqrt(128.0f);
+  shape.head_dim = GetParam();
+  shape.n_embd_kv = 5 * int64_t{shape.head_dim};
+  shape.kq_scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const int64_t n_ctx = 1024;
   choose_attention_split(shape, n_ctx, 132);
   // A paged cache of 64-row blocks in a scrambled order; positions 0..n_pos-1 written by store_kv.
@@ -311,6 +316,9 @@ TEST_F(CudaKernels, StoreKvAndSplitAttentionMatchTheCpu) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Heads, CudaAttention, testing::Values(128, 64, 8, 80, 200),
+                         [](const auto& p) { return fmt::format("head{}", p.param); });
 
 TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
   std::mt19937 rng(16);

@@ -47,8 +47,6 @@ std::string_view kernel_name(Kernel k) {
   return "cuda:unknown";
 }
 
-bool attention_head_dim_ok(int32_t head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
-
 Result<WeightKind> weight_kind(std::string_view name, GgmlType type, int64_t n_cols, int64_t n_rows) {
   if (n_cols <= 0 || n_rows <= 0) return invalid_argument(fmt::format("tensor {} is empty", name));
   if (quant::is_ternary(type)) {
@@ -207,8 +205,9 @@ Result<std::vector<Kernel>> plan_graph(const hal::Graph& g, std::span<const Weig
       case hal::OpKind::kRope: k = Kernel::kRope; break;
       case hal::OpKind::kStoreKv: k = Kernel::kStoreKv; break;
       case hal::OpKind::kAttention:
-        if (!attention_head_dim_ok(g.attn.head_dim)) {
-          return refuse(i, op, fmt::format("head_dim {} (the kernel takes 64, 128 or 256)", g.attn.head_dim));
+        if (!attention_head_dim_supported(g.attn.head_dim)) {
+          return refuse(i, op, fmt::format("head_dim {} (the kernel takes heads of 1 to {})", g.attn.head_dim,
+                                           kMaxAttentionHeadDim));
         }
         if (g.n_tokens > 65535) return refuse(i, op, fmt::format("{} tokens in one step", g.n_tokens));
         k = Kernel::kAttention;

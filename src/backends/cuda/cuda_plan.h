@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cuda/attention_shape.h"
 #include "bitnet/status.h"
 #include "gguf/types.h"
 #include "hal/ops.h"
@@ -67,9 +68,6 @@ inline constexpr size_t kKernelCount = static_cast<size_t>(Kernel::kFused) + 1;
 
 // Most tokens the W2A8 GEMV takes before the GEMM on tensor cores pays off.
 inline constexpr int64_t kGemvMaxTokens = 8;
-// Head sizes attention_f16 is built for.
-bool attention_head_dim_ok(int32_t head_dim);
-
 // The ternary product's kernel: the GEMV for n_tokens <= kGemvMaxTokens or where the mma GEMM
 // cannot run (cc < 8, or blocks of scales that are not whole 32-column steps), else the GEMM.
 Kernel choose_ternary_kernel(int64_t n_tokens, int cc_major, int64_t n_cols, int64_t scale_block);

@@ -122,9 +122,20 @@ TEST(CudaPlan, EveryOpOfALayerGetsItsKernel) {
   EXPECT_EQ((*plan_graph(prefill.g, prefill.w, 7))[3], Kernel::kW2a8Gemv);
 }
 
+// attention_f16 takes any head of up to 256 (the half2 kernels for 64, 128 and 256, the
+// bounds-checked ones for the rest: stories260K's heads of 8).
+TEST(CudaPlan, TakesAttentionHeadsOfOneTo256) {
+  for (const int32_t head_dim : {1, 8, 32, 48, 64, 80, 96, 128, 160, 256}) {
+    const Net net(1, head_dim);
+    const auto plan = plan_graph(net.g, net.w, 8);
+    ASSERT_TRUE(plan.ok()) << head_dim << ": " << plan.status().to_string();
+    EXPECT_EQ((*plan)[8], Kernel::kAttention) << head_dim;
+  }
+}
+
 TEST(CudaPlan, RefusesWhatTheKernelsCannotRunWithUnsupported) {
-  const Net d32(1, 32);  // attention_f16 takes head_dim 64, 128, 256
-  const auto a = plan_graph(d32.g, d32.w, 8);
+  const Net d320(1, 320);  // past kMaxAttentionHeadDim
+  const auto a = plan_graph(d320.g, d320.w, 8);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(a.status().message().find("op 8 (attention)"), std::string::npos) << a.status().message();
