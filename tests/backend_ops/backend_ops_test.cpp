@@ -110,7 +110,7 @@ std::vector<float> f32_values(const hal::WeightDesc& d) {
 }
 
 // How far the CPU's y = s * (W x) may be from a GPU's for a block-quantized W (Q4_0 ...): the
-// GPU kernels (OpenCL; Vulkan with VulkanOptions::quant_dot off) dot the dequantized weights
+// GPU kernels (OpenCL, CUDA; Vulkan with VulkanOptions::quant_dot off) dot the dequantized weights
 // with the float activations (Vulkan by default quantizes them as the CPU does, so it lands
 // well inside the bound: bit for bit against the scalar set), the CPU (as llama.cpp)
 // with activations quantized to 8 bits per block of quant::vec_dot_type(type) (Q8_0/Q8_1: 32,
@@ -322,9 +322,9 @@ std::vector<OpCase> make_cases() {
       for (int64_t nt : {1, 7}) cases.push_back(scaled_matmul_case(type, k, rows, nt, std::make_shared<std::array<hal::WeightId, 3>>()));
     }
   }
-  // llama.cpp's block formats: OpenCL dequantizes them in the kernel against float
-  // activations; the CPU and (by default) Vulkan dot them with 8-bit activations (see
-  // block_matmul_bounds).
+  // llama.cpp's block formats: OpenCL and CUDA (Q4_0 ... Q6_K) dequantize them in the kernel
+  // against float activations; the CPU and (by default) Vulkan dot them with 8-bit activations
+  // (see block_matmul_bounds).
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
                         GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL,
                         GgmlType::kIQ4_XS}) {

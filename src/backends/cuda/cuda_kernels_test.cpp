@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernel_test_util.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/mma_math.h"
 #include "backends/cuda/ops_math.h"
@@ -325,14 +327,18 @@ TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
   const int64_t n_rows = 1003, n_cols = 2560, n_tokens = 5;
   const auto wf = randn(n_rows * n_cols, rng, 0.05f);
   const auto x = randn(n_tokens * n_cols, rng);
-  for (const GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0}) {
+  for (const GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+                              GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                              GgmlType::kQ6_K}) {
+    const std::optional<BlockFormat> block = block_format_of(type);
     auto bytes = quant::quantize(type, wf.data(), n_rows, n_cols);
     ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
     const cpu::test::FileWeight f{*bytes, type, n_cols, n_rows};
     const cpu::CpuWeight cw = cpu::test::prepare(f, 1);
     std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
     cpu::kScalarKernels.matmul_float(cw, x.data(), n_tokens, want.data(), 0, n_rows);
-    // Q8_0 on the CPU dots with Q8_0-quantized activations; the GPU dots the floats.
+    // Q8_0 and the block formats on the CPU dot with 8-bit activations; the GPU dots the floats.
+    const bool cpu_quantizes_acts = type == GgmlType::kQ8_0 || block.has_value();
     std::vector<float> deq(wf.size());
     ASSERT_TRUE(quant::dequantize(type, *bytes, n_rows * n_cols, deq.data()).ok());
     FloatWeightView view;
@@ -343,7 +349,8 @@ TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
     std::unique_ptr<DeviceVec<float>> q8d;
     view.data = data.get();
     view.format = type == GgmlType::kF32 ? FloatFormat::kF32 : type == GgmlType::kF16 ? FloatFormat::kF16
-                : type == GgmlType::kBF16 ? FloatFormat::kBF16 : FloatFormat::kQ8_0;
+                : type == GgmlType::kBF16 ? FloatFormat::kBF16 : block ? FloatFormat::kBlocks : FloatFormat::kQ8_0;
+    if (block) view.block = *block;
     if (type == GgmlType::kQ8_0) {
       auto split = split_q8_0(*bytes, n_cols, n_rows);
       ASSERT_TRUE(split.ok());
@@ -365,7 +372,7 @@ TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
         }
         const size_t i = static_cast<size_t>(t * n_rows + r);
         ASSERT_NEAR(got[i], exact, 1e-5 * mag + 1e-6) << ggml_type_name(type) << " row " << r;
-        if (type != GgmlType::kQ8_0) {
+        if (!cpu_quantizes_acts) {
           ASSERT_NEAR(got[i], want[i], 2e-5 * mag + 1e-6) << ggml_type_name(type) << " row " << r;
         }
       }
@@ -407,6 +414,27 @@ TEST_F(CudaKernels, ArgmaxAndEmbedMatchTheHost) {
       uint16_t h;
       std::memcpy(&h, bytes->data() + (tokens[t] * n_embd + k) * 2, 2);
       ASSERT_EQ(got_rows[t * n_embd + static_cast<size_t>(k)], fp16_to_fp32(h));
+    }
+  }
+  // The block formats: the dequantized rows, bit for bit.
+  const auto eb = randn(n_vocab * 256, rng, 0.1f);
+  for (const GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
+                              GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    auto qb = quant::quantize(type, eb.data(), n_vocab, 256);
+    ASSERT_TRUE(qb.ok());
+    std::vector<float> deq(eb.size());
+    ASSERT_TRUE(quant::dequantize(type, *qb, n_vocab * 256, deq.data()).ok());
+    DeviceVec<uint8_t> dq(*qb);
+    DeviceVec<float> brows(tokens.size() * 256);
+    FloatWeightView bview{FloatFormat::kBlocks, dq.get(), nullptr, n_vocab, 256, *block_format_of(type)};
+    ASSERT_EQ(embed_rows(bview, dt.get(), 3, brows.get(), nullptr), cudaSuccess);
+    sync();
+    const auto got_b = brows.host();
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      for (int64_t k = 0; k < 256; ++k) {
+        ASSERT_EQ(got_b[t * 256 + static_cast<size_t>(k)], deq[static_cast<size_t>(tokens[t] * 256 + k)])
+            << ggml_type_name(type) << " token " << tokens[t] << " column " << k;
+      }
     }
   }
 }

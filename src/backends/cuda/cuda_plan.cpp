@@ -47,6 +47,19 @@ std::string_view kernel_name(Kernel k) {
   return "cuda:unknown";
 }
 
+std::optional<BlockFormat> block_format_of(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return BlockFormat::kQ4_0;
+    case GgmlType::kQ4_1: return BlockFormat::kQ4_1;
+    case GgmlType::kQ5_0: return BlockFormat::kQ5_0;
+    case GgmlType::kQ5_1: return BlockFormat::kQ5_1;
+    case GgmlType::kQ4_K: return BlockFormat::kQ4_K;
+    case GgmlType::kQ5_K: return BlockFormat::kQ5_K;
+    case GgmlType::kQ6_K: return BlockFormat::kQ6_K;
+    default: return std::nullopt;
+  }
+}
+
 Result<WeightKind> weight_kind(std::string_view name, GgmlType type, int64_t n_cols, int64_t n_rows) {
   if (n_cols <= 0 || n_rows <= 0) return invalid_argument(fmt::format("tensor {} is empty", name));
   if (quant::is_ternary(type)) {
@@ -60,6 +73,12 @@ Result<WeightKind> weight_kind(std::string_view name, GgmlType type, int64_t n_c
     if (type == GgmlType::kF32 || quant::can_dequantize(type)) return WeightKind::kF32;
     return unsupported(fmt::format("cuda: tensor {} of type {} is not supported", name, ggml_type_name(type)));
   }
+  if (const std::optional<BlockFormat> b = block_format_of(type)) {
+    if (n_cols % block_elems(*b) != 0) {
+      return corrupt_file(fmt::format("{} tensor {} has rows of {} elements", ggml_type_name(type), name, n_cols));
+    }
+    return WeightKind::kBlocks;
+  }
   WeightKind kind;
   switch (type) {
     case GgmlType::kF32: kind = WeightKind::kF32; break;
@@ -67,7 +86,8 @@ Result<WeightKind> weight_kind(std::string_view name, GgmlType type, int64_t n_c
     case GgmlType::kBF16: kind = WeightKind::kBF16; break;
     case GgmlType::kQ8_0: kind = WeightKind::kQ8_0; break;
     default:
-      return unsupported(fmt::format("cuda: tensor {} of type {} is not supported (ternary, F32, F16, BF16, Q8_0)",
+      return unsupported(fmt::format("cuda: tensor {} of type {} is not supported (ternary, F32, F16, BF16, Q8_0, "
+                                     "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
                                      name, ggml_type_name(type)));
   }
   if (kind == WeightKind::kQ8_0 && n_cols % 32 != 0) {

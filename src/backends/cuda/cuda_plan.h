@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/cuda/attention_shape.h"
+#include "backends/cuda/block_math.h"
 #include "bitnet/status.h"
 #include "gguf/types.h"
 #include "hal/ops.h"
@@ -26,6 +28,7 @@ enum class WeightKind : uint8_t {
   kF16,
   kBF16,
   kQ8_0,     // int8 rows + one float scale per 32 columns
+  kBlocks,   // the file's rows of Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K blocks (block_math.h)
 };
 
 struct WeightInfo {
@@ -33,11 +36,15 @@ struct WeightInfo {
   int64_t n_cols = 0;
   int64_t n_rows = 0;
   int64_t scale_block = 0;  // kTernary
+  BlockFormat block = BlockFormat::kQ4_0;  // kBlocks
 };
+
+// The block format the device reads a file type of in place, if it does.
+std::optional<BlockFormat> block_format_of(GgmlType type);
 
 // The device kind of a file tensor, or kUnsupported (one line naming tensor and type). 1-D
 // tensors (n_rows == 1) of any dequantizable type become F32; ternary rows must be whole
-// 64-column chunks. (A float weight multiplied by matmul_float needs rows of whole 8-column
+// 64-column chunks; Q8_0 and the block formats whole blocks (else kCorruptFile). (A float weight multiplied by matmul_float needs rows of whole 8-column
 // steps: plan_graph checks that, embedding tables may have any width.)
 Result<WeightKind> weight_kind(std::string_view name, GgmlType type, int64_t n_cols, int64_t n_rows);
 

@@ -18,6 +18,10 @@ FloatWeightView DeviceWeight::float_view() const {
       v.format = FloatFormat::kQ8_0;
       v.q8_d = scales.as<const float>();
       break;
+    case WeightKind::kBlocks:
+      v.format = FloatFormat::kBlocks;
+      v.block = info.block;
+      break;
     default: v.format = FloatFormat::kF32; break;
   }
   v.data = data.get();
@@ -59,6 +63,9 @@ Result<DeviceWeight> upload_weight(const hal::WeightDesc& d) {
         BITNET_ASSIGN_OR_RETURN(w.data, DeviceBuffer::upload(v.data(), v.size() * 4, d.name));
         return w;
       }
+      [[fallthrough]];
+    case WeightKind::kBlocks:
+      w.info.block = *block_format_of(d.type);
       [[fallthrough]];
     case WeightKind::kF16:
     case WeightKind::kBF16:

@@ -76,6 +76,11 @@ __device__ float load_elem(const FloatWeightView& w, int64_t r, int64_t k) {
     case FloatFormat::kBF16: return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(w.data)[i]) << 16);
     case FloatFormat::kQ8_0:
       return static_cast<float>(static_cast<const int8_t*>(w.data)[i]) * w.q8_d[r * (w.n_cols / 32) + k / 32];
+    case FloatFormat::kBlocks: {
+      const int64_t elems = block_elems(w.block);
+      const uint8_t* block = static_cast<const uint8_t*>(w.data) + (r * (w.n_cols / elems) + k / elems) * block_bytes(w.block);
+      return block_value(w.block, block, static_cast<int>(k % elems));
+    }
   }
   return 0.0f;
 }
@@ -170,7 +175,7 @@ GpuError store_kv_f16(const float* k, const float* v, int64_t n_tokens, int64_t 
 }
 
 GpuError embed_rows(const FloatWeightView& w, const int32_t* tokens, int64_t n_tokens, float* dst, GpuStream stream) {
-  if (n_tokens <= 0 || w.n_cols <= 0 || (w.format == FloatFormat::kQ8_0 && w.n_cols % 32 != 0)) return kGpuInvalidValue;
+  if (n_tokens <= 0 || !float_view_cols_ok(w)) return kGpuInvalidValue;
   embed_kernel<<<blocks_for(n_tokens * w.n_cols), kThreads, 0, stream>>>(w, tokens, n_tokens, dst);
   return launch_status();
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backends/cuda/attention_shape.h"
+#include "backends/cuda/block_math.h"
 #include "backends/cuda/gpu_runtime.h"
 
 namespace bitnet::cuda {
@@ -58,19 +59,31 @@ GpuError gated_rms_norm_quant(Gate gate, const float* a, const float* b, const f
 GpuError rms_norm(const float* x, const float* g, int64_t n_rows, int64_t n_cols, int32_t n_slices, float eps,
                   float* dst, GpuStream stream);
 
-// A float weight on the device: F32, F16 or BF16 rows, or Q8_0 split into int8 quants and one
-// float scale per 32 columns (value = q * d).
-enum class FloatFormat : uint8_t { kF32, kF16, kBF16, kQ8_0 };
+// A float weight on the device: F32, F16 or BF16 rows, Q8_0 split into int8 quants and one
+// float scale per 32 columns (value = q * d), or rows of llama.cpp blocks as in the file
+// (kBlocks: `block` says which, block_math.h decodes them).
+enum class FloatFormat : uint8_t { kF32, kF16, kBF16, kQ8_0, kBlocks };
 struct FloatWeightView {
   FloatFormat format = FloatFormat::kF32;
-  const void* data = nullptr;    // [n_rows][n_cols] elements (Q8_0: int8 quants), 16-byte aligned
+  const void* data = nullptr;    // [n_rows][n_cols] elements (Q8_0: int8 quants), 16-byte aligned;
+                                 // kBlocks: n_rows rows of n_cols / block_elems(block) blocks
   const float* q8_d = nullptr;   // Q8_0: [n_rows][n_cols / 32]
   int64_t n_rows = 0;
-  int64_t n_cols = 0;            // a multiple of 8 (Q8_0: of 32)
+  int64_t n_cols = 0;            // a multiple of 8 (Q8_0: of 32; kBlocks: of block_elems(block))
+  BlockFormat block = BlockFormat::kQ4_0;  // kBlocks
 };
 
-// y[t][r] = sum_k w[r][k] * x[t][k], float accumulation (the float/Q8_0 heads and any float
-// linear). One warp per row, up to 4 tokens per weight read.
+// Whether a view's shape fits its format (the launchers' check of n_cols against the blocks).
+inline bool float_view_cols_ok(const FloatWeightView& w) {
+  if (w.n_cols <= 0) return false;
+  if (w.format == FloatFormat::kQ8_0) return w.n_cols % 32 == 0 && w.q8_d != nullptr;
+  if (w.format == FloatFormat::kBlocks) return w.n_cols % block_elems(w.block) == 0;
+  return true;
+}
+
+// y[t][r] = sum_k w[r][k] * x[t][k], float accumulation (the float/Q8_0/block-format heads and
+// any float linear; block formats are decoded in the kernel against the float activations).
+// One warp per row, up to 4 tokens per weight read.
 GpuError matmul_float(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream);
 
 // dst[t] = row tokens[t] of w, as floats (token ids checked by the caller).

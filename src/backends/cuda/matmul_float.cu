@@ -1,6 +1,7 @@
-// Float-weight GEMV (the F16/F32/BF16/Q8_0 heads and any float linear): one warp per row, each
-// lane 8 columns per step (one 16-byte load of F16/BF16 codes, two of F32, 8 bytes of Q8_0
-// quants), float accumulation, up to kTokens tokens per weight read. The tied F16 head of
+// Float-weight GEMV (the F16/F32/BF16/Q8_0 heads, the block formats of block_math.h, any float
+// linear): one warp per row, each lane 8 columns per step (one 16-byte load of F16/BF16 codes,
+// two of F32, 8 bytes of Q8_0 quants, 8 elements decoded from one block), float accumulation,
+// up to kTokens tokens per weight read. The tied F16 head of
 // 2B-4T is 657 MB per token: this kernel bounds decode speed as much as the ternary GEMV.
 #include "backends/cuda/gpu_common.cuh"
 #include "backends/cuda/kernels.h"
@@ -11,10 +12,19 @@ namespace {
 constexpr int kRowsPerBlock = 4;
 constexpr int kStep = 8;  // columns per lane per step
 
-template <FloatFormat F>
+// F == kBlocks: the blocks of format B (block_math.h); kStep divides every block's elements, so
+// the 8 columns lie in one block.
+template <FloatFormat F, BlockFormat B>
 __device__ __forceinline__ void load8(const FloatWeightView& w, int64_t r, int64_t k, float out[kStep]) {
   const int64_t i = r * w.n_cols + k;
-  if constexpr (F == FloatFormat::kF32) {
+  if constexpr (F == FloatFormat::kBlocks) {
+    constexpr int kElems = BlockShape<B>::kElems;
+    const uint8_t* block = static_cast<const uint8_t*>(w.data) +
+                           (r * (w.n_cols / kElems) + k / kElems) * BlockShape<B>::kBytes;
+    const int e = static_cast<int>(k % kElems);
+#pragma unroll
+    for (int j = 0; j < kStep; ++j) out[j] = block_value<B>(block, e + j);
+  } else if constexpr (F == FloatFormat::kF32) {
     const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(w.data) + i);
     const float4 a = __ldg(p), b = __ldg(p + 1);
     out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
@@ -47,7 +57,7 @@ __device__ __forceinline__ void load8(const FloatWeightView& w, int64_t r, int64
   }
 }
 
-template <FloatFormat F, int kTokens>
+template <FloatFormat F, BlockFormat B, int kTokens>
 __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
     matmul_float_kernel(FloatWeightView w, const float* __restrict__ x, int64_t n_tokens, float* __restrict__ y) {
   const int lane = static_cast<int>(threadIdx.x);
@@ -60,7 +70,7 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
   for (int64_t k = static_cast<int64_t>(lane) * kStep; k < w.n_cols; k += kWarp * kStep) {
     float wv[kStep];
-    load8<F>(w, r, k, wv);
+    load8<F, B>(w, r, k, wv);
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       if (t >= nt) continue;
@@ -78,25 +88,38 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
   }
 }
 
-template <FloatFormat F, int kTokens>
+template <FloatFormat F, BlockFormat B, int kTokens>
 GpuError launch(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
   const dim3 block(kWarp, kRowsPerBlock);
   const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
-  matmul_float_kernel<F, kTokens><<<grid, block, 0, stream>>>(w, x, n_tokens, y);
+  matmul_float_kernel<F, B, kTokens><<<grid, block, 0, stream>>>(w, x, n_tokens, y);
   return launch_status();
 }
 
-template <FloatFormat F>
+template <FloatFormat F, BlockFormat B = BlockFormat::kQ4_0>
 GpuError dispatch_tokens(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
-  return n_tokens == 1 ? launch<F, 1>(w, x, n_tokens, y, stream) : launch<F, 4>(w, x, n_tokens, y, stream);
+  return n_tokens == 1 ? launch<F, B, 1>(w, x, n_tokens, y, stream) : launch<F, B, 4>(w, x, n_tokens, y, stream);
+}
+
+GpuError dispatch_blocks(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
+  constexpr FloatFormat kB = FloatFormat::kBlocks;
+  switch (w.block) {
+    case BlockFormat::kQ4_0: return dispatch_tokens<kB, BlockFormat::kQ4_0>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ4_1: return dispatch_tokens<kB, BlockFormat::kQ4_1>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ5_0: return dispatch_tokens<kB, BlockFormat::kQ5_0>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ5_1: return dispatch_tokens<kB, BlockFormat::kQ5_1>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ4_K: return dispatch_tokens<kB, BlockFormat::kQ4_K>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ5_K: return dispatch_tokens<kB, BlockFormat::kQ5_K>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ6_K: return dispatch_tokens<kB, BlockFormat::kQ6_K>(w, x, n_tokens, y, stream);
+  }
+  return kGpuInvalidValue;
 }
 
 }  // namespace
 
 GpuError matmul_float(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
-  if (n_tokens <= 0 || (n_tokens + 3) / 4 > 65535 || w.n_rows <= 0 || w.n_cols <= 0 || w.n_cols % kStep != 0 ||
-      (w.format == FloatFormat::kQ8_0 && (w.n_cols % 32 != 0 || w.q8_d == nullptr)) ||
+  if (n_tokens <= 0 || (n_tokens + 3) / 4 > 65535 || w.n_rows <= 0 || w.n_cols % kStep != 0 || !float_view_cols_ok(w) ||
       (w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock > 0x7fffffff) {
     return kGpuInvalidValue;
   }
@@ -105,6 +128,7 @@ GpuError matmul_float(const FloatWeightView& w, const float* x, int64_t n_tokens
     case FloatFormat::kF16: return dispatch_tokens<FloatFormat::kF16>(w, x, n_tokens, y, stream);
     case FloatFormat::kBF16: return dispatch_tokens<FloatFormat::kBF16>(w, x, n_tokens, y, stream);
     case FloatFormat::kQ8_0: return dispatch_tokens<FloatFormat::kQ8_0>(w, x, n_tokens, y, stream);
+    case FloatFormat::kBlocks: return dispatch_blocks(w, x, n_tokens, y, stream);
   }
   return kGpuInvalidValue;
 }

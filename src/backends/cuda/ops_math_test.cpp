@@ -100,7 +100,9 @@ std::vector<float> split_attention(const std::vector<float>& q, const std::vecto
 TEST(CudaOpsMath, SplitKOnlineSoftmaxMatchesTheCpuAttention) {
   std::mt19937 rng(8);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  const int32_t head_dim = 128, n_head_kv = 2;
+  // Heads of 128 (the half2 kernel) and 80 and 8 (the bounds-checked one: the same algorithm).
+  for (const int32_t head_dim : {128, 80, 8}) {
+  const int32_t n_head_kv = 2;
   const int64_t n_embd_kv = n_head_kv * head_dim, n_ctx = 700;
   std::vector<uint16_t> k(static_cast<size_t>(n_ctx * n_embd_kv)), v(k.size());
   for (auto& x : k) x = fp32_to_fp16(dist(rng) * 2.0f);
@@ -117,8 +119,10 @@ TEST(CudaOpsMath, SplitKOnlineSoftmaxMatchesTheCpuAttention) {
     choose_attention_split(shape, n_ctx, 16);  // slices past n_pos stay empty
     const auto got = split_attention(q, k, v, n_pos, head_dim, head_dim, n_embd_kv, kq_scale, shape.n_splits, shape.split_len);
     for (int32_t d = 0; d < head_dim; ++d) {
-      ASSERT_NEAR(got[static_cast<size_t>(d)], want[static_cast<size_t>(d)], 2e-5f) << "n_pos " << n_pos << " dim " << d;
+      ASSERT_NEAR(got[static_cast<size_t>(d)], want[static_cast<size_t>(d)], 2e-5f)
+          << "head_dim " << head_dim << " n_pos " << n_pos << " dim " << d;
     }
+  }
   }
 }
 

@@ -1,0 +1,134 @@
+// llama.cpp's block formats as the CUDA (and HIP) float kernels read them in place: element e of
+// one block, computed exactly as src/quant's dequantizers compute it (the same float operations
+// in the same order; the kernels are built with --fmad=false), as __host__ __device__ functions
+// so that the host tests check the very code the kernels run (block_math_test.cpp). Byte
+// layouts: docs/FORMATS.md and src/quant (q4_q5.cpp, q4_k_q5_k.cpp, q6_k.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "core/fp16_bits.h"
+
+#ifndef BITNET_HD
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define BITNET_HD __host__ __device__ inline
+#else
+#define BITNET_HD inline
+#endif
+#endif
+
+namespace bitnet::cuda {
+
+enum class BlockFormat : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K };
+
+// Elements and bytes of one block.
+template <BlockFormat F>
+struct BlockShape;
+template <> struct BlockShape<BlockFormat::kQ4_0> { static constexpr int kElems = 32, kBytes = 18; };
+template <> struct BlockShape<BlockFormat::kQ4_1> { static constexpr int kElems = 32, kBytes = 20; };
+template <> struct BlockShape<BlockFormat::kQ5_0> { static constexpr int kElems = 32, kBytes = 22; };
+template <> struct BlockShape<BlockFormat::kQ5_1> { static constexpr int kElems = 32, kBytes = 24; };
+template <> struct BlockShape<BlockFormat::kQ4_K> { static constexpr int kElems = 256, kBytes = 144; };
+template <> struct BlockShape<BlockFormat::kQ5_K> { static constexpr int kElems = 256, kBytes = 176; };
+template <> struct BlockShape<BlockFormat::kQ6_K> { static constexpr int kElems = 256, kBytes = 210; };
+
+// Elements and bytes of one block of f, for the host's checks.
+BITNET_HD constexpr int block_elems(BlockFormat f) { return f >= BlockFormat::kQ4_K ? 256 : 32; }
+BITNET_HD constexpr int block_bytes(BlockFormat f) {
+  switch (f) {
+    case BlockFormat::kQ4_0: return 18;
+    case BlockFormat::kQ4_1: return 20;
+    case BlockFormat::kQ5_0: return 22;
+    case BlockFormat::kQ5_1: return 24;
+    case BlockFormat::kQ4_K: return 144;
+    case BlockFormat::kQ5_K: return 176;
+    case BlockFormat::kQ6_K: return 210;
+  }
+  return 0;
+}
+
+// The fp16 at p (little-endian, any alignment) as a float.
+BITNET_HD float block_fp16(const uint8_t* p) {
+  const uint32_t bits = fp16_to_fp32_bits(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The 4-bit code of element e of a 32-element block of nibbles qs[16]: low nibbles first.
+BITNET_HD int block_nibble32(const uint8_t* qs, int e) { return e < 16 ? (qs[e] & 0x0F) : (qs[e - 16] >> 4); }
+
+// Q5_0/Q5_1: the nibble plus bit e of the 32-bit qh (little-endian) as 16.
+BITNET_HD int block_q5_code(const uint8_t* qh, const uint8_t* qs, int e) {
+  const uint32_t h = static_cast<uint32_t>(qh[0]) | static_cast<uint32_t>(qh[1]) << 8 |
+                     static_cast<uint32_t>(qh[2]) << 16 | static_cast<uint32_t>(qh[3]) << 24;
+  return block_nibble32(qs, e) | static_cast<int>(((h >> e) << 4) & 0x10);
+}
+
+// Q4_K/Q5_K: the 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
+BITNET_HD void block_scale_min_k4(int j, const uint8_t* q, int* scale, int* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K/Q5_K element e = 64c + 32k + l: nibble k of qs[32c + l].
+BITNET_HD int block_q4_K_nibble(const uint8_t* qs, int e) {
+  const uint8_t b = qs[32 * (e / 64) + e % 32];
+  return (e / 32) % 2 == 0 ? (b & 0xF) : (b >> 4);
+}
+
+// d * code - m of a K-quant sub-block (d = fp16 d * scale, m = fp16 dmin * min), as ggml.
+BITNET_HD float block_k_value(const uint8_t* block, int e, int code) {
+  int sc = 0, mn = 0;
+  block_scale_min_k4(e / 32, block + 4, &sc, &mn);
+  const float d = block_fp16(block) * static_cast<float>(sc);
+  const float m = block_fp16(block + 2) * static_cast<float>(mn);
+  return d * static_cast<float>(code) - m;
+}
+
+// Element e (0 <= e < BlockShape<F>::kElems) of the block at `block`.
+template <BlockFormat F>
+BITNET_HD float block_value(const uint8_t* block, int e) {
+  if constexpr (F == BlockFormat::kQ4_0) {
+    return static_cast<float>(block_nibble32(block + 2, e) - 8) * block_fp16(block);
+  } else if constexpr (F == BlockFormat::kQ4_1) {
+    return static_cast<float>(block_nibble32(block + 4, e)) * block_fp16(block) + block_fp16(block + 2);
+  } else if constexpr (F == BlockFormat::kQ5_0) {
+    return static_cast<float>(block_q5_code(block + 2, block + 6, e) - 16) * block_fp16(block);
+  } else if constexpr (F == BlockFormat::kQ5_1) {
+    return static_cast<float>(block_q5_code(block + 4, block + 8, e)) * block_fp16(block) + block_fp16(block + 2);
+  } else if constexpr (F == BlockFormat::kQ4_K) {
+    return block_k_value(block, e, block_q4_K_nibble(block + 16, e));
+  } else if constexpr (F == BlockFormat::kQ5_K) {
+    const int high = (block[16 + e % 32] >> (e / 32)) & 1;
+    return block_k_value(block, e, block_q4_K_nibble(block + 48, e) + 16 * high);
+  } else {  // Q6_K: ql[128], qh[64], int8 scales[16], fp16 d
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const uint8_t lo = block[64 * h + 32 * (k % 2) + l];
+    const int low = k < 2 ? (lo & 0xF) : (lo >> 4);
+    const int high = (block[128 + 32 * h + l] >> (2 * k)) & 3;
+    const auto q = static_cast<float>((low | (high << 4)) - 32);
+    return block_fp16(block + 208) * static_cast<float>(static_cast<int8_t>(block[192 + e / 16])) * q;
+  }
+}
+
+// Element e of the block at `block` in format f.
+BITNET_HD float block_value(BlockFormat f, const uint8_t* block, int e) {
+  switch (f) {
+    case BlockFormat::kQ4_0: return block_value<BlockFormat::kQ4_0>(block, e);
+    case BlockFormat::kQ4_1: return block_value<BlockFormat::kQ4_1>(block, e);
+    case BlockFormat::kQ5_0: return block_value<BlockFormat::kQ5_0>(block, e);
+    case BlockFormat::kQ5_1: return block_value<BlockFormat::kQ5_1>(block, e);
+    case BlockFormat::kQ4_K: return block_value<BlockFormat::kQ4_K>(block, e);
+    case BlockFormat::kQ5_K: return block_value<BlockFormat::kQ5_K>(block, e);
+    case BlockFormat::kQ6_K: return block_value<BlockFormat::kQ6_K>(block, e);
+  }
+  return 0.0f;
+}
+
+}  // namespace bitnet::cuda
