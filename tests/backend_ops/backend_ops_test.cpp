@@ -322,7 +322,7 @@ std::vector<OpCase> make_cases() {
       for (int64_t nt : {1, 7}) cases.push_back(scaled_matmul_case(type, k, rows, nt, std::make_shared<std::array<hal::WeightId, 3>>()));
     }
   }
-  // llama.cpp's block formats: OpenCL and CUDA (Q4_0 ... Q6_K) dequantize them in the kernel
+  // llama.cpp's block formats: OpenCL and CUDA dequantize them in the kernel
   // against float activations; the CPU and (by default) Vulkan dot them with 8-bit activations
   // (see block_matmul_bounds).
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,

@@ -2,7 +2,8 @@
 // one block, computed exactly as src/quant's dequantizers compute it (the same float operations
 // in the same order; the kernels are built with --fmad=false), as __host__ __device__ functions
 // so that the host tests check the very code the kernels run (block_math_test.cpp). Byte
-// layouts: docs/FORMATS.md and src/quant (q4_q5.cpp, q4_k_q5_k.cpp, q6_k.cpp).
+// layouts: docs/FORMATS.md and src/quant (q4_q5.cpp, q2_k_q3_k.cpp, q4_k_q5_k.cpp, q6_k.cpp,
+// iq4.cpp).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@
 
 namespace bitnet::cuda {
 
-enum class BlockFormat : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K };
+enum class BlockFormat : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_NL, kIQ4_XS };
 
 // Elements and bytes of one block.
 template <BlockFormat F>
@@ -28,21 +29,38 @@ template <> struct BlockShape<BlockFormat::kQ4_0> { static constexpr int kElems 
 template <> struct BlockShape<BlockFormat::kQ4_1> { static constexpr int kElems = 32, kBytes = 20; };
 template <> struct BlockShape<BlockFormat::kQ5_0> { static constexpr int kElems = 32, kBytes = 22; };
 template <> struct BlockShape<BlockFormat::kQ5_1> { static constexpr int kElems = 32, kBytes = 24; };
+template <> struct BlockShape<BlockFormat::kQ2_K> { static constexpr int kElems = 256, kBytes = 84; };
+template <> struct BlockShape<BlockFormat::kQ3_K> { static constexpr int kElems = 256, kBytes = 110; };
 template <> struct BlockShape<BlockFormat::kQ4_K> { static constexpr int kElems = 256, kBytes = 144; };
 template <> struct BlockShape<BlockFormat::kQ5_K> { static constexpr int kElems = 256, kBytes = 176; };
 template <> struct BlockShape<BlockFormat::kQ6_K> { static constexpr int kElems = 256, kBytes = 210; };
+template <> struct BlockShape<BlockFormat::kIQ4_NL> { static constexpr int kElems = 32, kBytes = 18; };
+template <> struct BlockShape<BlockFormat::kIQ4_XS> { static constexpr int kElems = 256, kBytes = 136; };
 
 // Elements and bytes of one block of f, for the host's checks.
-BITNET_HD constexpr int block_elems(BlockFormat f) { return f >= BlockFormat::kQ4_K ? 256 : 32; }
+BITNET_HD constexpr int block_elems(BlockFormat f) {
+  switch (f) {
+    case BlockFormat::kQ4_0:
+    case BlockFormat::kQ4_1:
+    case BlockFormat::kQ5_0:
+    case BlockFormat::kQ5_1:
+    case BlockFormat::kIQ4_NL: return 32;
+    default: return 256;
+  }
+}
 BITNET_HD constexpr int block_bytes(BlockFormat f) {
   switch (f) {
     case BlockFormat::kQ4_0: return 18;
     case BlockFormat::kQ4_1: return 20;
     case BlockFormat::kQ5_0: return 22;
     case BlockFormat::kQ5_1: return 24;
+    case BlockFormat::kQ2_K: return 84;
+    case BlockFormat::kQ3_K: return 110;
     case BlockFormat::kQ4_K: return 144;
     case BlockFormat::kQ5_K: return 176;
     case BlockFormat::kQ6_K: return 210;
+    case BlockFormat::kIQ4_NL: return 18;
+    case BlockFormat::kIQ4_XS: return 136;
   }
   return 0;
 }
@@ -63,6 +81,24 @@ BITNET_HD int block_q5_code(const uint8_t* qh, const uint8_t* qs, int e) {
   const uint32_t h = static_cast<uint32_t>(qh[0]) | static_cast<uint32_t>(qh[1]) << 8 |
                      static_cast<uint32_t>(qh[2]) << 16 | static_cast<uint32_t>(qh[3]) << 24;
   return block_nibble32(qs, e) | static_cast<int>(((h >> e) << 4) & 0x10);
+}
+
+// Q2_K/Q3_K: the 2-bit code of element e, bits 2 * ((e % 128) / 32) of qs[32 * (e / 128) + e % 32].
+BITNET_HD int block_low2(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+// Q3_K: the 6-bit scale of sub-block s (of 16), before the -32.
+BITNET_HD int block_q3_K_scale(const uint8_t* scales, int s) {
+  const int low = s < 8 ? (scales[s] & 0xF) : (scales[s - 8] >> 4);
+  const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return low | (high << 4);
+}
+
+// IQ4_NL/IQ4_XS: the table value of code q (ggml's kvalues_iq4nl: -127, -104, -83, -65, -49,
+// -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113), from two packed words (no table in memory,
+// so the same code runs on the host and the device).
+BITNET_HD int block_iq4_value(int q) {
+  const uint64_t word = q < 8 ? 0xF6EADDCFBFAD9881ull : 0x7159453526190D01ull;
+  return static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (q % 8))));
 }
 
 // Q4_K/Q5_K: the 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
@@ -102,6 +138,23 @@ BITNET_HD float block_value(const uint8_t* block, int e) {
     return static_cast<float>(block_q5_code(block + 2, block + 6, e) - 16) * block_fp16(block);
   } else if constexpr (F == BlockFormat::kQ5_1) {
     return static_cast<float>(block_q5_code(block + 4, block + 8, e)) * block_fp16(block) + block_fp16(block + 2);
+  } else if constexpr (F == BlockFormat::kQ2_K) {  // scales[16], qs[64], fp16 d, fp16 dmin
+    const int sc = block[e / 16];
+    const float dl = block_fp16(block + 80) * static_cast<float>(sc & 0xF);
+    const float ml = block_fp16(block + 82) * static_cast<float>(sc >> 4);
+    return dl * static_cast<float>(block_low2(block + 16, e)) - ml;
+  } else if constexpr (F == BlockFormat::kQ3_K) {  // hmask[32], qs[64], scales[12], fp16 d
+    const float dl = block_fp16(block + 108) * static_cast<float>(block_q3_K_scale(block + 96, e / 16) - 32);
+    const int high = (block[e % 32] >> (e / 32)) & 1;
+    return dl * static_cast<float>(block_low2(block + 32, e) - (high ? 0 : 4));
+  } else if constexpr (F == BlockFormat::kIQ4_NL) {
+    return block_fp16(block) * static_cast<float>(block_iq4_value(block_nibble32(block + 2, e)));
+  } else if constexpr (F == BlockFormat::kIQ4_XS) {  // fp16 d, scales_h (u16), scales_l[4], qs[128]
+    const int s = e / 32;
+    const int scales_h = block[2] | (block[3] << 8);
+    const int scale = ((block[4 + s / 2] >> (4 * (s % 2))) & 0xF) | (((scales_h >> (2 * s)) & 3) << 4);
+    const float dl = block_fp16(block) * static_cast<float>(scale - 32);
+    return dl * static_cast<float>(block_iq4_value(block_nibble32(block + 8 + 16 * s, e % 32)));
   } else if constexpr (F == BlockFormat::kQ4_K) {
     return block_k_value(block, e, block_q4_K_nibble(block + 16, e));
   } else if constexpr (F == BlockFormat::kQ5_K) {
@@ -124,9 +177,13 @@ BITNET_HD float block_value(BlockFormat f, const uint8_t* block, int e) {
     case BlockFormat::kQ4_1: return block_value<BlockFormat::kQ4_1>(block, e);
     case BlockFormat::kQ5_0: return block_value<BlockFormat::kQ5_0>(block, e);
     case BlockFormat::kQ5_1: return block_value<BlockFormat::kQ5_1>(block, e);
+    case BlockFormat::kQ2_K: return block_value<BlockFormat::kQ2_K>(block, e);
+    case BlockFormat::kQ3_K: return block_value<BlockFormat::kQ3_K>(block, e);
     case BlockFormat::kQ4_K: return block_value<BlockFormat::kQ4_K>(block, e);
     case BlockFormat::kQ5_K: return block_value<BlockFormat::kQ5_K>(block, e);
     case BlockFormat::kQ6_K: return block_value<BlockFormat::kQ6_K>(block, e);
+    case BlockFormat::kIQ4_NL: return block_value<BlockFormat::kIQ4_NL>(block, e);
+    case BlockFormat::kIQ4_XS: return block_value<BlockFormat::kIQ4_XS>(block, e);
   }
   return 0.0f;
 }

@@ -28,7 +28,9 @@ TEST(CudaBlockMath, EveryElementEqualsTheDequantizer) {
       {GgmlType::kQ4_0, BlockFormat::kQ4_0, {0}},     {GgmlType::kQ4_1, BlockFormat::kQ4_1, {0, 2}},
       {GgmlType::kQ5_0, BlockFormat::kQ5_0, {0}},     {GgmlType::kQ5_1, BlockFormat::kQ5_1, {0, 2}},
       {GgmlType::kQ4_K, BlockFormat::kQ4_K, {0, 2}},  {GgmlType::kQ5_K, BlockFormat::kQ5_K, {0, 2}},
-      {GgmlType::kQ6_K, BlockFormat::kQ6_K, {208}},
+      {GgmlType::kQ6_K, BlockFormat::kQ6_K, {208}},   {GgmlType::kQ2_K, BlockFormat::kQ2_K, {80, 82}},
+      {GgmlType::kQ3_K, BlockFormat::kQ3_K, {108}},   {GgmlType::kIQ4_NL, BlockFormat::kIQ4_NL, {0}},
+      {GgmlType::kIQ4_XS, BlockFormat::kIQ4_XS, {0}},
   };
   std::mt19937 rng(21);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -53,12 +55,12 @@ TEST(CudaBlockMath, EveryElementEqualsTheDequantizer) {
       const uint8_t* block = data.data() + b * bytes;
       for (int e = 0; e < elems; ++e) {
         const float w = want[static_cast<size_t>(b * elems + e)];
-        const float g = block_value(c.format, block, e);
+        const float g = block_value(c.format, block, e);  // the switch the embed kernel takes
         ASSERT_EQ(std::memcmp(&g, &w, 4), 0) << "block " << b << " element " << e << ": " << g << " vs " << w;
       }
     }
   }
-  for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kTQ2_0}) {
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kTQ2_0, GgmlType::kI2_S}) {
     EXPECT_FALSE(block_format_of(t).has_value()) << ggml_type_name(t);
   }
 }
@@ -68,7 +70,8 @@ TEST(CudaBlockMath, WeightKindsOfTheBlockFormats) {
   EXPECT_EQ(weight_kind("w", GgmlType::kQ6_K, 2560, 100).value(), WeightKind::kBlocks);
   EXPECT_EQ(weight_kind("w", GgmlType::kQ4_1, 576, 49152).value(), WeightKind::kBlocks);
   EXPECT_EQ(weight_kind("w", GgmlType::kQ4_K, 288, 10).status().code(), StatusCode::kCorruptFile);
-  EXPECT_EQ(weight_kind("w", GgmlType::kQ2_K, 256, 10).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(weight_kind("w", GgmlType::kIQ4_XS, 256, 10).value(), WeightKind::kBlocks);
+  EXPECT_EQ(weight_kind("w", GgmlType::kQ8_1, 256, 10).status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(weight_kind("g", GgmlType::kQ4_0, 64, 1).value(), WeightKind::kF32);  // 1-D: dequantized
 }
 

@@ -328,8 +328,8 @@ TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
   const auto wf = randn(n_rows * n_cols, rng, 0.05f);
   const auto x = randn(n_tokens * n_cols, rng);
   for (const GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
-                              GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                              GgmlType::kQ6_K}) {
+                              GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
+                              GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS}) {
     const std::optional<BlockFormat> block = block_format_of(type);
     auto bytes = quant::quantize(type, wf.data(), n_rows, n_cols);
     ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
@@ -418,8 +418,9 @@ TEST_F(CudaKernels, ArgmaxAndEmbedMatchTheHost) {
   }
   // The block formats: the dequantized rows, bit for bit.
   const auto eb = randn(n_vocab * 256, rng, 0.1f);
-  for (const GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
-                              GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+  for (const GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K,
+                              GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL,
+                              GgmlType::kIQ4_XS}) {
     auto qb = quant::quantize(type, eb.data(), n_vocab, 256);
     ASSERT_TRUE(qb.ok());
     std::vector<float> deq(eb.size());

@@ -53,9 +53,13 @@ std::optional<BlockFormat> block_format_of(GgmlType type) {
     case GgmlType::kQ4_1: return BlockFormat::kQ4_1;
     case GgmlType::kQ5_0: return BlockFormat::kQ5_0;
     case GgmlType::kQ5_1: return BlockFormat::kQ5_1;
+    case GgmlType::kQ2_K: return BlockFormat::kQ2_K;
+    case GgmlType::kQ3_K: return BlockFormat::kQ3_K;
     case GgmlType::kQ4_K: return BlockFormat::kQ4_K;
     case GgmlType::kQ5_K: return BlockFormat::kQ5_K;
     case GgmlType::kQ6_K: return BlockFormat::kQ6_K;
+    case GgmlType::kIQ4_NL: return BlockFormat::kIQ4_NL;
+    case GgmlType::kIQ4_XS: return BlockFormat::kIQ4_XS;
     default: return std::nullopt;
   }
 }
@@ -87,7 +91,7 @@ Result<WeightKind> weight_kind(std::string_view name, GgmlType type, int64_t n_c
     case GgmlType::kQ8_0: kind = WeightKind::kQ8_0; break;
     default:
       return unsupported(fmt::format("cuda: tensor {} of type {} is not supported (ternary, F32, F16, BF16, Q8_0, "
-                                     "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
+                                     "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS)",
                                      name, ggml_type_name(type)));
   }
   if (kind == WeightKind::kQ8_0 && n_cols % 32 != 0) {

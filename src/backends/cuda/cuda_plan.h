@@ -28,7 +28,7 @@ enum class WeightKind : uint8_t {
   kF16,
   kBF16,
   kQ8_0,     // int8 rows + one float scale per 32 columns
-  kBlocks,   // the file's rows of Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K blocks (block_math.h)
+  kBlocks,   // the file's rows of llama.cpp blocks (Q4_0 ... Q6_K, IQ4: block_math.h)
 };
 
 struct WeightInfo {

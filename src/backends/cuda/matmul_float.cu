@@ -109,9 +109,13 @@ GpuError dispatch_blocks(const FloatWeightView& w, const float* x, int64_t n_tok
     case BlockFormat::kQ4_1: return dispatch_tokens<kB, BlockFormat::kQ4_1>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ5_0: return dispatch_tokens<kB, BlockFormat::kQ5_0>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ5_1: return dispatch_tokens<kB, BlockFormat::kQ5_1>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ2_K: return dispatch_tokens<kB, BlockFormat::kQ2_K>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ3_K: return dispatch_tokens<kB, BlockFormat::kQ3_K>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ4_K: return dispatch_tokens<kB, BlockFormat::kQ4_K>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ5_K: return dispatch_tokens<kB, BlockFormat::kQ5_K>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ6_K: return dispatch_tokens<kB, BlockFormat::kQ6_K>(w, x, n_tokens, y, stream);
+    case BlockFormat::kIQ4_NL: return dispatch_tokens<kB, BlockFormat::kIQ4_NL>(w, x, n_tokens, y, stream);
+    case BlockFormat::kIQ4_XS: return dispatch_tokens<kB, BlockFormat::kIQ4_XS>(w, x, n_tokens, y, stream);
   }
   return kGpuInvalidValue;
 }
