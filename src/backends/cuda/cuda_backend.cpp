@@ -60,9 +60,12 @@ Status CudaBackend::load_weights(std::span<const hal::WeightDesc> weights) {
   weight_info_.clear();
   weight_bytes_ = 0;
   weights_.reserve(weights.size());
+  Uploader up;
+  BITNET_RETURN_IF_ERROR(up.init());
   for (const hal::WeightDesc& d : weights) {
-    auto w = upload_weight(d);
+    auto w = upload_weight(d, up);
     if (!w.ok()) {
+      (void)up.finish();  // no transfer may still write into the buffers freed below
       weights_.clear();
       weight_info_.clear();
       weight_bytes_ = 0;
@@ -73,9 +76,8 @@ Status CudaBackend::load_weights(std::span<const hal::WeightDesc> weights) {
     weights_.push_back(std::move(w).value());
   }
   shapes_ = hal::weight_shapes(weights);
-  // cudaMemcpy from pageable memory may return before the copy lands, on the legacy stream,
-  // which the backend's non-blocking stream does not wait for: finish it here.
-  return cuda_status(cudaDeviceSynchronize(), "uploading the weights");
+  // The upload stream is not the backend's: the weights must have landed before a step runs.
+  return up.finish();
 }
 
 Status CudaBackend::init_kv(const hal::KvShape& shape) {

@@ -112,6 +112,8 @@ class CudaBackend final : public hal::Backend {
   std::vector<hal::WeightShape> shapes_;  // for hal::validate_graph
   uint64_t weight_bytes_ = 0;
   hal::KvShape kv_;
+  PinnedStaging inputs_staging_;  // a step's uploads (upload_inputs)
+  PinnedStaging logits_staging_;  // the logits on their way back (read_logits)
   std::vector<DeviceBuffer> k_cache_;  // per layer: [n_ctx][n_embd_kv] fp16
   std::vector<DeviceBuffer> v_cache_;
   // Plain launches: activation blocks taken from the pool for each step and given back after it;

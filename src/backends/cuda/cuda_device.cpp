@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace bitnet::cuda {
 
 Status cuda_status(cudaError_t err, std::string_view what) {
@@ -52,6 +55,112 @@ void DeviceBuffer::reset() {
   if (ptr_ != nullptr) cudaFree(ptr_);
   ptr_ = nullptr;
   bytes_ = 0;
+}
+
+Result<PinnedBuffer> PinnedBuffer::create(uint64_t bytes, std::string_view what) {
+  PinnedBuffer b;
+  const uint64_t n = bytes > 0 ? bytes : 1;
+  const cudaError_t err = cudaHostAlloc(&b.ptr_, n, cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    b.ptr_ = nullptr;
+    return cuda_status(err, fmt::format("cudaHostAlloc of {} bytes for {}", n, what));
+  }
+  b.bytes_ = n;
+  return b;
+}
+
+void PinnedBuffer::reset() {
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+bool PinnedStaging::reserve(uint64_t bytes) {
+  used_ = 0;
+  if (failed_) return false;
+  if (buf_.bytes() < bytes) {
+    buf_.reset();
+    auto b = PinnedBuffer::create(bytes + bytes / 2, "step staging");  // headroom for the next steps
+    if (!b.ok()) {
+      (void)cudaGetLastError();
+      failed_ = true;
+      return false;
+    }
+    buf_ = std::move(b).value();
+  }
+  return true;
+}
+
+void* PinnedStaging::take(uint64_t bytes) {
+  const uint64_t n = slice_bytes(bytes);
+  if (!buf_ || failed_ || used_ + n > buf_.bytes()) return nullptr;
+  void* p = buf_.as<uint8_t>() + used_;
+  used_ += n;
+  return p;
+}
+
+std::vector<UploadPiece> upload_pieces(uint64_t bytes, uint64_t chunk) {
+  std::vector<UploadPiece> pieces;
+  if (chunk == 0) return pieces;
+  for (uint64_t off = 0; off < bytes; off += chunk) pieces.push_back({off, std::min(chunk, bytes - off)});
+  return pieces;
+}
+
+Uploader::~Uploader() {
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);  // nothing may still read the chunks
+    cudaStreamDestroy(stream_);
+  }
+  for (cudaEvent_t e : done_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+}
+
+Status Uploader::init() {
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "the upload stream"));
+  for (cudaEvent_t& e : done_) {
+    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "an upload event"));
+  }
+  for (PinnedBuffer& c : chunks_) {
+    auto b = PinnedBuffer::create(kChunkBytes, "upload staging");
+    if (!b.ok()) {  // pageable copies instead
+      (void)cudaGetLastError();
+      chunks_[0].reset();
+      chunks_[1].reset();
+      return {};
+    }
+    c = std::move(b).value();
+  }
+  return {};
+}
+
+Status Uploader::copy(void* device_dst, const void* host, uint64_t bytes, std::string_view what) {
+  if (!pinned()) {
+    return cuda_status(cudaMemcpy(device_dst, host, bytes, cudaMemcpyHostToDevice), fmt::format("upload of {}", what));
+  }
+  for (const UploadPiece& p : upload_pieces(bytes, kChunkBytes)) {
+    const int slot = next_;
+    next_ ^= 1;
+    // The chunk's previous transfer must be done before it is overwritten.
+    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_[slot]), fmt::format("upload of {}", what)));
+    std::memcpy(chunks_[slot].get(), static_cast<const uint8_t*>(host) + p.offset, p.bytes);
+    BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(static_cast<uint8_t*>(device_dst) + p.offset, chunks_[slot].get(),
+                                                       p.bytes, cudaMemcpyHostToDevice, stream_),
+                                       fmt::format("upload of {}", what)));
+    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_[slot], stream_), fmt::format("upload of {}", what)));
+  }
+  return {};
+}
+
+Result<DeviceBuffer> Uploader::upload(const void* host, uint64_t bytes, std::string_view what) {
+  BITNET_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::create(bytes, what));
+  if (bytes > 0) BITNET_RETURN_IF_ERROR(copy(b.get(), host, bytes, what));
+  return b;
+}
+
+Status Uploader::finish() {
+  if (!pinned()) return cuda_status(cudaDeviceSynchronize(), "uploading the weights");
+  return cuda_status(cudaStreamSynchronize(stream_), "uploading the weights");
 }
 
 }  // namespace bitnet::cuda

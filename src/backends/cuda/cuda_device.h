@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "bitnet/status.h"
 
@@ -48,5 +49,92 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
   uint64_t bytes_ = 0;
 };
+
+// Page-locked host memory (cudaHostAlloc): the DMA engines read and write it directly, so a
+// cudaMemcpyAsync from or to it is asynchronous and runs at the link's full rate, where one
+// from pageable memory is staged by the driver through a pinned bounce buffer of its own.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() { reset(); }
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  static Result<PinnedBuffer> create(uint64_t bytes, std::string_view what);
+
+  void reset();
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  uint64_t bytes() const { return bytes_; }
+  explicit operator bool() const { return ptr_ != nullptr; }
+
+ private:
+  void* ptr_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+// Weight uploads on their own stream through two pinned chunks: while the DMA engine copies
+// one chunk to the device, the host fills the other (its memcpy out of the file mapping or the
+// repacked bytes), instead of one blocking pageable cudaMemcpy per tensor. copy() returns once
+// the host bytes are in a chunk, so they may go; finish() waits for the last transfer. Without
+// pinned memory (cudaHostAlloc refused) it copies with plain cudaMemcpy.
+class Uploader {
+ public:
+  static constexpr uint64_t kChunkBytes = uint64_t{16} << 20;
+
+  Uploader() = default;
+  ~Uploader();
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
+
+  // The stream, the events and the chunks (kInternal/kOutOfMemory only for the stream and events).
+  Status init();
+  Status copy(void* device_dst, const void* host, uint64_t bytes, std::string_view what);
+  // create() + copy().
+  Result<DeviceBuffer> upload(const void* host, uint64_t bytes, std::string_view what);
+  Status finish();
+  bool pinned() const { return static_cast<bool>(chunks_[0]); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t done_[2] = {nullptr, nullptr};  // the last transfer out of each chunk
+  PinnedBuffer chunks_[2];
+  int next_ = 0;
+};
+
+// A step's inputs (token ids, KV addressing, the rope table) and its logits staged in pinned
+// memory, so that their copies are truly asynchronous. reserve() the step's total before its
+// copies (each step ends with a stream sync, so the previous step's copies are done), then
+// take() a slice per input. Without pinned memory reserve() returns false and the caller copies
+// from pageable memory.
+class PinnedStaging {
+ public:
+  static uint64_t slice_bytes(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+  bool reserve(uint64_t bytes);
+  // The next slice of `bytes`, or nullptr past what was reserved.
+  void* take(uint64_t bytes);
+
+ private:
+  PinnedBuffer buf_;
+  uint64_t used_ = 0;
+  bool failed_ = false;  // cudaHostAlloc refused once: pageable from then on
+};
+
+// The pieces copy() cuts `bytes` into: [offset, offset + length) of at most `chunk` bytes each.
+struct UploadPiece {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+std::vector<UploadPiece> upload_pieces(uint64_t bytes, uint64_t chunk);
 
 }  // namespace bitnet::cuda

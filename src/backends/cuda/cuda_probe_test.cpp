@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_probe.h"
 #if BITNET_CUDA_BACKEND
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_device.h"
 #endif
 
 namespace bitnet::cuda {
@@ -68,6 +69,40 @@ TEST(CudaProbe, MakeBackendIsUnavailableWithoutADevice) {
   auto past = make_backend(count + 1);
   ASSERT_FALSE(past.ok());
   EXPECT_EQ(past.status().code(), StatusCode::kUnavailable);
+}
+
+// The weight uploader cuts a tensor into chunk-sized pieces, the last one short.
+TEST(CudaUpload, PiecesCoverTheBytesInChunks) {
+  const auto p = upload_pieces(40, 16);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].offset, 0u);
+  EXPECT_EQ(p[1].offset, 16u);
+  EXPECT_EQ(p[2].offset, 32u);
+  EXPECT_EQ(p[2].bytes, 8u);
+  EXPECT_TRUE(upload_pieces(0, 16).empty());
+  EXPECT_EQ(upload_pieces(Uploader::kChunkBytes, Uploader::kChunkBytes).size(), 1u);
+}
+
+// Pinned staging: without a driver cudaHostAlloc fails and the step copies from pageable memory
+// (reserve false, no slices); with one, 256-byte-aligned slices up to what was reserved.
+TEST(CudaUpload, PinnedStagingFallsBackWithoutADriver) {
+  int count = 0;
+  const bool device = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  PinnedStaging s;
+  ASSERT_EQ(s.reserve(1000), device);
+  void* a = s.take(10);
+  void* b = s.take(300);
+  if (!device) {
+    EXPECT_EQ(a, nullptr);
+    EXPECT_FALSE(s.reserve(10));  // refused once: pageable from then on
+    return;
+  }
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(static_cast<uint8_t*>(b) - static_cast<uint8_t*>(a), 256);
+  EXPECT_EQ(s.take(100000), nullptr);  // past the reservation
+  ASSERT_TRUE(s.reserve(10));
+  EXPECT_EQ(s.take(10), a);  // a new step starts at the beginning
 }
 #endif
 

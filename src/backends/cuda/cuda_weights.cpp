@@ -30,7 +30,7 @@ FloatWeightView DeviceWeight::float_view() const {
   return v;
 }
 
-Result<DeviceWeight> upload_weight(const hal::WeightDesc& d) {
+Result<DeviceWeight> upload_weight(const hal::WeightDesc& d, Uploader& up) {
   DeviceWeight w;
   w.info.n_cols = d.ne[0];
   w.info.n_rows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -45,22 +45,22 @@ Result<DeviceWeight> upload_weight(const hal::WeightDesc& d) {
       auto r = repack_w2c(d.type, d.bytes, w.info.n_cols, w.info.n_rows);
       if (!r.ok()) return r.status().with_context(d.name);
       w.info.scale_block = r->scale_block;
-      BITNET_ASSIGN_OR_RETURN(w.data, DeviceBuffer::upload(r->words.data(), r->words.size() * 4, d.name));
-      BITNET_ASSIGN_OR_RETURN(w.scales, DeviceBuffer::upload(r->scales.data(), r->scales.size() * 4, d.name));
+      BITNET_ASSIGN_OR_RETURN(w.data, up.upload(r->words.data(), r->words.size() * 4, d.name));
+      BITNET_ASSIGN_OR_RETURN(w.scales, up.upload(r->scales.data(), r->scales.size() * 4, d.name));
       return w;
     }
     case WeightKind::kQ8_0: {
       auto s = split_q8_0(d.bytes, w.info.n_cols, w.info.n_rows);
       if (!s.ok()) return s.status().with_context(d.name);
-      BITNET_ASSIGN_OR_RETURN(w.data, DeviceBuffer::upload(s->q.data(), s->q.size(), d.name));
-      BITNET_ASSIGN_OR_RETURN(w.scales, DeviceBuffer::upload(s->d.data(), s->d.size() * 4, d.name));
+      BITNET_ASSIGN_OR_RETURN(w.data, up.upload(s->q.data(), s->q.size(), d.name));
+      BITNET_ASSIGN_OR_RETURN(w.scales, up.upload(s->d.data(), s->d.size() * 4, d.name));
       return w;
     }
     case WeightKind::kF32:
       if (d.type != GgmlType::kF32) {  // a 1-D tensor of another type
         std::vector<float> v(static_cast<size_t>(n));
         BITNET_RETURN_IF_ERROR(quant::dequantize(d.type, d.bytes, n, v.data()).with_context(d.name));
-        BITNET_ASSIGN_OR_RETURN(w.data, DeviceBuffer::upload(v.data(), v.size() * 4, d.name));
+        BITNET_ASSIGN_OR_RETURN(w.data, up.upload(v.data(), v.size() * 4, d.name));
         return w;
       }
       [[fallthrough]];
@@ -69,7 +69,7 @@ Result<DeviceWeight> upload_weight(const hal::WeightDesc& d) {
       [[fallthrough]];
     case WeightKind::kF16:
     case WeightKind::kBF16:
-      BITNET_ASSIGN_OR_RETURN(w.data, DeviceBuffer::upload(d.bytes.data(), file_bytes, d.name));
+      BITNET_ASSIGN_OR_RETURN(w.data, up.upload(d.bytes.data(), file_bytes, d.name));
       return w;
   }
   return internal_error("unknown weight kind");

@@ -28,6 +28,6 @@ struct DeviceWeight {
   const float* f32() const { return data.as<const float>(); }
 };
 
-Result<DeviceWeight> upload_weight(const hal::WeightDesc& desc);
+Result<DeviceWeight> upload_weight(const hal::WeightDesc& desc, Uploader& up);
 
 }  // namespace bitnet::cuda
