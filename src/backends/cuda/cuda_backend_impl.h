@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/cuda_weights.h"
 #include "backends/cuda/device_pool.h"
+#include "backends/cuda/graph_cache.h"
 #include "backends/cuda/kernels.h"
 #include "hal/backend.h"
 #include "hal/validate.h"
@@ -51,8 +52,12 @@ struct StepInputs {
   std::vector<float> rope;     // empty without rope ops
 };
 
-// A decode step captured into a CUDA graph, with the blocks its launches point at (held until
-// a step of another signature replaces it, or release_scratch).
+// A decode step captured into a CUDA graph, with the blocks its launches point at (held while
+// it is in the graph cache: until kMaxGraphs more recently used signatures push it out, or
+// release_scratch).
+// Step signatures whose graphs are kept (a server's batch sizes come and go).
+inline constexpr size_t kMaxGraphs = 4;
+
 struct CapturedStep {
   std::string signature;
   StepBuffers buffers;
@@ -91,7 +96,8 @@ class CudaBackend final : public hal::Backend {
   // `handled` when the step is to run with plain launches.
   Status run_graph(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in,
                    const std::vector<Kernel>& plan, std::span<float> logits, bool& handled);
-  void drop_captured();
+  void drop_captured();                 // every cached graph
+  void drop_step(CapturedStep& step);   // one graph and its blocks
   // cuda_ops.cpp
   Status launch(const hal::Graph& graph, size_t index, Kernel kernel);
   Status launch_fused(const hal::Graph& graph, size_t index, Kernel kernel);
@@ -122,7 +128,7 @@ class CudaBackend final : public hal::Backend {
   StepBuffers* cur_ = &step_;  // the blocks of the step being launched
   bool graphs_ = true;         // CudaOptions::graphs, off after a capture failed
   bool fuse_ = true;           // CudaOptions::fuse
-  std::unique_ptr<CapturedStep> captured_;
+  GraphCache<CapturedStep> graphs_cache_{kMaxGraphs};
   std::string last_signature_;  // of the last step not replayed
   // What has run, for kernels_used(): flags set per launch, names built only when asked.
   std::array<bool, kKernelCount> launched_{};

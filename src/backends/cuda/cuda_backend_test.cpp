@@ -158,8 +158,8 @@ TEST(CudaBackend, GemvAndMmaKernelsAndScratchRelease) {
   EXPECT_GT(gpu->weight_bytes(0), 0u);
 }
 
-// Two rounds of a prompt chunk and 6 greedy decode steps on `b` (fresh weights and cache): the
-// logits of every step.
+// Two rounds of a prompt chunk and 6 greedy decode steps on `b` (fresh weights and cache), then
+// steps of alternating sizes: the logits of every step.
 std::vector<std::vector<float>> run_rounds(hal::Backend& b, const Network& model) {
   const ModelConfig& cfg = model.config();
   std::vector<std::vector<float>> out;
@@ -180,13 +180,23 @@ std::vector<std::vector<float>> run_rounds(hal::Backend& b, const Network& model
       out.push_back(logits);
     }
   }
+  // Steps of 2 and of 1 token in pairs, as a batch that grows and shrinks: each size's graph is
+  // captured on its second step and replayed from the cache when the size comes back.
+  for (const int64_t n : {2, 2, 1, 1, 2, 2, 1, 1, 2, 1}) {
+    std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));
+    const std::vector<int32_t> toks = {argmax(out.back()), 7};
+    const Status d = b.compute(model.build_graph(n, pos, LogitRows::kLast), std::span<const int32_t>(toks).first(static_cast<size_t>(n)), logits);
+    EXPECT_TRUE(d.ok()) << d.to_string();
+    out.push_back(logits);
+    pos += n;
+  }
   return out;
 }
 
 // Decode steps replayed from a captured CUDA graph give the logits of plain launches, and the
 // fused norm/gate/quantize kernels those of the ops one by one, bit for bit (the same
-// arithmetic on the same inputs), through positions that move and prompt chunks (not captured)
-// in between.
+// arithmetic on the same inputs), through positions that move, prompt chunks (not captured) in
+// between, and step sizes that alternate (several graphs in the cache).
 TEST(CudaBackend, GraphReplayAndFusionEqualPlainLaunches) {
   BITNET_CUDA_BACKEND_OR_SKIP(graphs);
   auto plain = make_backend(CudaOptions{0, false, true});

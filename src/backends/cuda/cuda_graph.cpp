@@ -3,8 +3,9 @@
 // activation and input blocks of its own that stay with it; the following steps of that
 // signature upload their inputs into those blocks and replay the graph, one launch instead of
 // one per op. Steps of other signatures run with plain launches beside it (a prompt chunk
-// between decode steps leaves it in place); two consecutive steps of another signature replace
-// it. One-off shapes are never captured. When capture fails (an API the capture does not take, a driver that refuses),
+// between decode steps leaves it in place); two consecutive steps of another signature capture
+// theirs too, kept in a cache of the kMaxGraphs most recently used (graph_cache.h), so a batch
+// that grows and shrinks replays a graph per size. One-off shapes are never captured. When capture fails (an API the capture does not take, a driver that refuses),
 // the step runs with plain launches and capture is not tried again.
 #include <fmt/format.h>
 
@@ -12,12 +13,15 @@
 
 namespace bitnet::cuda {
 
-void CudaBackend::drop_captured() {
-  if (!captured_) return;
+void CudaBackend::drop_step(CapturedStep& step) {
   (void)cudaStreamSynchronize(stream_);
-  if (captured_->exec != nullptr) (void)cudaGraphExecDestroy(captured_->exec);
-  release_buffers(captured_->buffers, true);
-  captured_.reset();
+  if (step.exec != nullptr) (void)cudaGraphExecDestroy(step.exec);
+  step.exec = nullptr;
+  release_buffers(step.buffers, true);
+}
+
+void CudaBackend::drop_captured() {
+  for (const std::unique_ptr<CapturedStep>& step : graphs_cache_.take_all()) drop_step(*step);
 }
 
 Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in,
@@ -25,23 +29,24 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
   handled = false;
   if (!graphs_ || graph.n_tokens > kGemvMaxTokens) return {};
   std::string signature = step_signature(graph, in.addressing, in.kv_words.size());
-  if (captured_ && captured_->signature == signature) {
+  if (CapturedStep* hit = graphs_cache_.find(signature)) {
     // Replay: the same blocks, this step's inputs.
     handled = true;
-    last_signature_ = std::move(signature);
-    cur_ = &captured_->buffers;
-    Status s = upload_inputs(graph, tokens, in, captured_->buffers);
-    if (s.ok()) s = cuda_status(cudaGraphLaunch(captured_->exec, stream_), "cudaGraphLaunch");
+    cur_ = &hit->buffers;
+    Status s = upload_inputs(graph, tokens, in, hit->buffers);
+    if (s.ok()) s = cuda_status(cudaGraphLaunch(hit->exec, stream_), "cudaGraphLaunch");
     if (s.ok()) s = read_logits(graph, logits);
-    if (!s.ok()) drop_captured();
+    if (!s.ok()) {
+      if (std::unique_ptr<CapturedStep> failed = graphs_cache_.remove(signature)) drop_step(*failed);
+    }
     if (s.ok()) replayed_ = true;
+    last_signature_ = std::move(signature);
     return s;
   }
   if (signature != last_signature_) {
     last_signature_ = std::move(signature);  // seen once: plain launches
     return {};
   }
-  drop_captured();
   auto step = std::make_unique<CapturedStep>();
   step->signature = std::move(signature);
   cur_ = &step->buffers;
@@ -72,10 +77,13 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
     return {};
   }
   handled = true;
-  captured_ = std::move(step);
-  s = cuda_status(cudaGraphLaunch(captured_->exec, stream_), "cudaGraphLaunch");
+  CapturedStep* captured = step.get();
+  if (std::unique_ptr<CapturedStep> out = graphs_cache_.insert(std::move(step))) drop_step(*out);
+  s = cuda_status(cudaGraphLaunch(captured->exec, stream_), "cudaGraphLaunch");
   if (s.ok()) s = read_logits(graph, logits);
-  if (!s.ok()) drop_captured();
+  if (!s.ok()) {
+    if (std::unique_ptr<CapturedStep> failed = graphs_cache_.remove(captured->signature)) drop_step(*failed);
+  }
   return s;
 }
 
