@@ -134,6 +134,8 @@ void CudaBackend::release_scratch() {
   drop_captured();
   release_buffers(step_, true);
   pool_->clear();
+  inputs_staging_.release();
+  logits_staging_.release();
 }
 
 Result<std::unique_ptr<hal::Backend>> make_backend(const CudaOptions& options) { return CudaBackend::create(options); }

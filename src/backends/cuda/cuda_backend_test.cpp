@@ -232,8 +232,8 @@ TEST(CudaBackend, GraphReplayAndFusionEqualPlainLaunches) {
 // fallback to the CPU inside the backend.
 TEST(CudaBackend, UnsupportedWeightTypeIsRefusedAtLoad) {
   BITNET_CUDA_BACKEND_OR_SKIP(gpu);
-  std::vector<uint8_t> bytes(18 * 8, 0);  // Q4_0: 8 rows of one 18-byte block (32 columns)
-  const std::vector<hal::WeightDesc> table = {{"blk.0.ffn_up.weight", GgmlType::kQ4_0, {32, 8, 1, 1}, bytes}};
+  std::vector<uint8_t> bytes(36 * 8, 0);  // Q8_1 (an activation format): 8 rows of one 36-byte block
+  const std::vector<hal::WeightDesc> table = {{"blk.0.ffn_up.weight", GgmlType::kQ8_1, {32, 8, 1, 1}, bytes}};
   const Status s = gpu->load_weights(table);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
   EXPECT_NE(s.message().find("blk.0.ffn_up.weight"), std::string::npos) << s.message();

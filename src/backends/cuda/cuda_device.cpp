@@ -42,15 +42,6 @@ Result<DeviceBuffer> DeviceBuffer::create(uint64_t bytes, std::string_view what)
   return b;
 }
 
-Result<DeviceBuffer> DeviceBuffer::upload(const void* host, uint64_t bytes, std::string_view what) {
-  BITNET_ASSIGN_OR_RETURN(DeviceBuffer b, create(bytes, what));
-  if (bytes > 0) {
-    BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpy(b.ptr_, host, bytes, cudaMemcpyHostToDevice),
-                                       fmt::format("upload of {}", what)));
-  }
-  return b;
-}
-
 void DeviceBuffer::reset() {
   if (ptr_ != nullptr) cudaFree(ptr_);
   ptr_ = nullptr;
@@ -77,7 +68,7 @@ void PinnedBuffer::reset() {
 
 bool PinnedStaging::reserve(uint64_t bytes) {
   used_ = 0;
-  if (failed_) return false;
+  if (failed_ || bytes > kMaxBytes) return false;
   if (buf_.bytes() < bytes) {
     buf_.reset();
     auto b = PinnedBuffer::create(bytes + bytes / 2, "step staging");  // headroom for the next steps
@@ -89,6 +80,11 @@ bool PinnedStaging::reserve(uint64_t bytes) {
     buf_ = std::move(b).value();
   }
   return true;
+}
+
+void PinnedStaging::release() {
+  buf_.reset();
+  used_ = 0;
 }
 
 void* PinnedStaging::take(uint64_t bytes) {
@@ -154,7 +150,11 @@ Status Uploader::copy(void* device_dst, const void* host, uint64_t bytes, std::s
 
 Result<DeviceBuffer> Uploader::upload(const void* host, uint64_t bytes, std::string_view what) {
   BITNET_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::create(bytes, what));
-  if (bytes > 0) BITNET_RETURN_IF_ERROR(copy(b.get(), host, bytes, what));
+  if (bytes == 0) return b;
+  if (Status s = copy(b.get(), host, bytes, what); !s.ok()) {
+    (void)finish();  // the pieces already queued must land before b is freed
+    return s;
+  }
   return b;
 }
 

@@ -35,8 +35,6 @@ class DeviceBuffer {
 
   // cudaMalloc of `bytes` (at least 1); kOutOfMemory with `what` when the device is full.
   static Result<DeviceBuffer> create(uint64_t bytes, std::string_view what);
-  // create() + a synchronous copy of `bytes` host bytes.
-  static Result<DeviceBuffer> upload(const void* host, uint64_t bytes, std::string_view what);
 
   void reset();
   void* get() const { return ptr_; }
@@ -115,12 +113,14 @@ class Uploader {
 // A step's inputs (token ids, KV addressing, the rope table) and its logits staged in pinned
 // memory, so that their copies are truly asynchronous. reserve() the step's total before its
 // copies (each step ends with a stream sync, so the previous step's copies are done), then
-// take() a slice per input. Without pinned memory reserve() returns false and the caller copies
-// from pageable memory.
+// take() a slice per input. Without pinned memory, or for more than kMaxBytes (the logits of a
+// long prompt's every row), reserve() returns false and the caller copies from pageable memory.
 class PinnedStaging {
  public:
+  static constexpr uint64_t kMaxBytes = uint64_t{64} << 20;
   static uint64_t slice_bytes(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
   bool reserve(uint64_t bytes);
+  void release();  // frees the pinned block (release_scratch); the next reserve() allocates again
   // The next slice of `bytes`, or nullptr past what was reserved.
   void* take(uint64_t bytes);
 

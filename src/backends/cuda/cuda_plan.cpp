@@ -12,7 +12,6 @@ namespace bitnet::cuda {
 namespace {
 
 constexpr int64_t kChunk = 64;      // W2A8 columns per 16-byte chunk (w2a8_math.h kChunkCols)
-constexpr int64_t kFloatStep = 8;   // matmul_float columns per step
 constexpr uint64_t kAlign = 256;
 
 uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -212,9 +211,6 @@ Result<std::vector<Kernel>> plan_graph(const hal::Graph& g, std::span<const Weig
           return refuse(i, op, q8 ? "int8 activations with a float weight" : "float activations with a ternary weight");
         }
         if (act(op.a).n_rows > 65535 * 4) return refuse(i, op, fmt::format("{} rows in one product", act(op.a).n_rows));
-        if (!q8 && w.n_cols % kFloatStep != 0) {
-          return refuse(i, op, fmt::format("a float weight with rows of {}, not a multiple of {}", w.n_cols, kFloatStep));
-        }
         k = q8 ? choose_ternary_kernel(act(op.a).n_rows, cc_major, w.n_cols, w.scale_block) : Kernel::kMatmulFloat;
         break;
       }

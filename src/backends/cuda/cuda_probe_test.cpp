@@ -4,7 +4,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_probe.h"
 #if BITNET_CUDA_BACKEND
@@ -81,6 +83,26 @@ TEST(CudaUpload, PiecesCoverTheBytesInChunks) {
   EXPECT_EQ(p[2].bytes, 8u);
   EXPECT_TRUE(upload_pieces(0, 16).empty());
   EXPECT_EQ(upload_pieces(Uploader::kChunkBytes, Uploader::kChunkBytes).size(), 1u);
+}
+
+// Three chunks and a tail through the two pinned chunks (every piece after the first two waits
+// for its chunk's previous transfer), read back whole. Needs a device.
+TEST(CudaUpload, UploaderLandsEveryPieceOfALargeTensor) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  std::vector<uint8_t> host(static_cast<size_t>(3 * Uploader::kChunkBytes + 12345));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  Uploader up;
+  ASSERT_TRUE(up.init().ok());
+  EXPECT_TRUE(up.pinned());
+  auto b = up.upload(host.data(), host.size(), "test");
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  std::fill(host.begin(), host.begin() + 100, uint8_t{0});  // the host copy may go once upload returns
+  for (size_t i = 0; i < 100; ++i) host[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  ASSERT_TRUE(up.finish().ok());
+  std::vector<uint8_t> back(host.size());
+  ASSERT_EQ(cudaMemcpy(back.data(), b->get(), back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(back == host);
 }
 
 // Pinned staging: without a driver cudaHostAlloc fails and the step copies from pageable memory

@@ -2,8 +2,11 @@
 //   I2_S/TQ2_0/TQ1_0  the W2C layout of w2a8_math.h (w2c_weights.h repack) + float scales
 //   F32, F16, BF16    the file's rows as they are
 //   Q8_0              int8 rows + one float scale per 32 columns (split_q8_0)
+//   Q4_0 ... Q6_K, IQ4_NL, IQ4_XS   the file's blocks as they are (block_math.h decodes them)
 //   1-D tensors       (norm gains, biases, .scale) dequantized to F32, as the CPU backend does
 // Anything else is kUnsupported: the backend never falls back to the CPU inside itself.
+// Transfers go through the Uploader (cuda_device.h): the caller finishes it before a step runs;
+// on an error upload_weight finishes it before the weight's buffers are freed.
 #pragma once
 
 #include <cstdint>

@@ -69,7 +69,7 @@ struct FloatWeightView {
                                  // kBlocks: n_rows rows of n_cols / block_elems(block) blocks
   const float* q8_d = nullptr;   // Q8_0: [n_rows][n_cols / 32]
   int64_t n_rows = 0;
-  int64_t n_cols = 0;            // a multiple of 8 (Q8_0: of 32; kBlocks: of block_elems(block))
+  int64_t n_cols = 0;            // any (Q8_0: a multiple of 32; kBlocks: of block_elems(block))
   BlockFormat block = BlockFormat::kQ4_0;  // kBlocks
 };
 
