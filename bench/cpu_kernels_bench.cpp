@@ -134,7 +134,10 @@ void bench_quantize(benchmark::State& state, const KernelSet* set, int64_t n_col
 // One decoded token's attention in one 2B-4T layer (20 query heads, 5 kv heads of 128, F16
 // cache of n_pos rows) on one thread, head by head. GB/s: cache bytes per second (each row
 // counted once, though its 4 query heads read it 4 times).
-void bench_attention(benchmark::State& state, const KernelSet* set, int64_t n_pos) {
+// One decode token of 2B-4T's attention (20 query heads over 5 kv heads of 128, an F16 cache of
+// n_pos positions): per head (attention_head_f16), or per kv group of 4 (attention_heads_f16:
+// each K and V row read once for the group). GB/s counts the cache once per token.
+void bench_attention(benchmark::State& state, const KernelSet* set, int64_t n_pos, bool grouped) {
   constexpr int32_t kHeads = 20, kKvHeads = 5, kDim = 128;
   constexpr int64_t kEmbdKv = kKvHeads * kDim;
   const auto q = activations(kHeads * kDim, 5);
@@ -143,13 +146,21 @@ void bench_attention(benchmark::State& state, const KernelSet* set, int64_t n_po
   fp32_to_fp16_row(kv.data(), static_cast<int64_t>(kv.size()), kv16.data());
   const uint16_t* k = kv16.data();
   const uint16_t* v = kv16.data() + n_pos * kEmbdKv;
-  std::vector<float> scores(static_cast<size_t>(n_pos)), out(static_cast<size_t>(kHeads * kDim));
+  constexpr int32_t kGroup = kHeads / kKvHeads;
+  std::vector<float> scores(static_cast<size_t>(kGroup * n_pos)), out(static_cast<size_t>(kHeads * kDim));
   const float scale = 0.0884f;
   for (auto _ : state) {
-    for (int32_t h = 0; h < kHeads; ++h) {
-      const int64_t kv_off = (h / (kHeads / kKvHeads)) * kDim;
-      set->attention_head_f16(q.data() + h * kDim, k, v, n_pos, KvRowMap{}, kEmbdKv, kv_off, kDim, scale, scores.data(),
-                              out.data() + h * kDim);
+    if (grouped) {
+      for (int32_t g = 0; g < kKvHeads; ++g) {
+        set->attention_heads_f16(q.data() + g * kGroup * kDim, kGroup, k, v, n_pos, KvRowMap{}, kEmbdKv, g * kDim, kDim,
+                                 scale, scores.data(), out.data() + g * kGroup * kDim);
+      }
+    } else {
+      for (int32_t h = 0; h < kHeads; ++h) {
+        const int64_t kv_off = (h / kGroup) * kDim;
+        set->attention_head_f16(q.data() + h * kDim, k, v, n_pos, KvRowMap{}, kEmbdKv, kv_off, kDim, scale, scores.data(),
+                                out.data() + h * kDim);
+      }
     }
     benchmark::DoNotOptimize(out.data());
   }
@@ -192,8 +203,13 @@ void register_set(const KernelSet* set) {
   benchmark::RegisterBenchmark(fmt::format("gemm_f16/{}/2560x2560/tokens:8", name).c_str(), bench_float, set,
                                GgmlType::kF16, Shape{2560, 2560}, int64_t{8}, 1)->UseRealTime();
   benchmark::RegisterBenchmark(fmt::format("quantize_act/{}/6912", name).c_str(), bench_quantize, set, int64_t{6912});
-  for (int64_t n_pos : {128, 512}) {
-    benchmark::RegisterBenchmark(fmt::format("attention_f16/{}/pos:{}", name, n_pos).c_str(), bench_attention, set, n_pos);
+  for (int64_t n_pos : {128, 512, 4096}) {
+    benchmark::RegisterBenchmark(fmt::format("attention_f16/{}/pos:{}", name, n_pos).c_str(), bench_attention, set, n_pos,
+                                 false);
+    if (set->attention_heads_f16 != nullptr) {
+      benchmark::RegisterBenchmark(fmt::format("attention_heads_f16/{}/pos:{}", name, n_pos).c_str(), bench_attention, set,
+                                   n_pos, true);
+    }
   }
 }
 

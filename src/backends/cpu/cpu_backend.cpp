@@ -163,8 +163,8 @@ class CpuBackend final : public hal::Backend {
     kv_ = {};  // set only once the cache exists: compute() refuses to run before
     const size_t n_bytes = static_cast<size_t>(shape.n_layer) * static_cast<size_t>(shape.n_ctx) *
                            static_cast<size_t>(shape.n_embd_kv) * hal::kv_type_bytes(shape.type);
-    // Attention scores: one row of n_ctx per thread slot.
-    const size_t n_scores = static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(shape.n_ctx);
+    // Attention scores: kMaxGroupHeads rows of n_ctx per thread slot (attention_heads).
+    const size_t n_scores = static_cast<size_t>(pool_.n_threads()) * kMaxGroupHeads * static_cast<size_t>(shape.n_ctx);
     if (!k_cache_.reset(n_bytes) || !v_cache_.reset(n_bytes) || !scores_.reset(n_scores * sizeof(float))) {
       k_cache_.reset(0);
       v_cache_.reset(0);
@@ -512,6 +512,18 @@ void CpuBackend::store_kv(const hal::Graph& graph, const hal::Op& op) {
   }
 }
 
+// Query heads per attention work item: the kv group (at most kMaxGroupHeads), halved while that
+// leaves fewer than 4 items per thread (one decode token of 2B-4T: 20 heads in 5 groups of 4, on
+// 2 threads: pairs, 10 items) and the halves still divide it.
+int32_t group_heads(int32_t group, int64_t head_items, int n_threads) {
+  int32_t heads = group;
+  while (heads > 1 && (heads > kMaxGroupHeads || (heads % 2 == 0 && head_items / heads < 4 * int64_t{n_threads}))) {
+    if (heads % 2 != 0) return 1;
+    heads /= 2;
+  }
+  return heads;
+}
+
 void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const hal::AttentionParams& p = graph.attn;
   const float* q = f32(op.a);
@@ -527,19 +539,29 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const bool paged = !graph.kv.pos.empty();
   int32_t shift = 0;
   while ((int64_t{1} << shift) < kv_rows_.block_size) ++shift;
-  pool_.parallel_for(graph.n_tokens * p.n_head, min_chunk(work), [&](int slot, int64_t i0, int64_t i1) {
-    float* scores = scores_.as<float>() + static_cast<int64_t>(slot) * kv_.n_ctx;
+  // Work items of `heads` query heads of one kv head (all of its group where that leaves enough
+  // items for the threads): the set's attention_heads reads the group's cache rows once.
+  const bool grouped = f16 ? kernels_->attention_heads_f16 != nullptr : kernels_->attention_heads != nullptr;
+  const int32_t heads = grouped ? group_heads(group, graph.n_tokens * p.n_head, pool_.n_threads()) : 1;
+  pool_.parallel_for(graph.n_tokens * (p.n_head / heads), min_chunk(work * heads), [&](int slot, int64_t i0, int64_t i1) {
+    float* scores = scores_.as<float>() + static_cast<int64_t>(slot) * kMaxGroupHeads * kv_.n_ctx;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / p.n_head;
-      const int32_t h = static_cast<int32_t>(i % p.n_head);
+      const int64_t t = i / (p.n_head / heads);
+      const int32_t h = static_cast<int32_t>(i % (p.n_head / heads)) * heads;  // the first of the item's heads
       const int64_t kv_off = static_cast<int64_t>(h / group) * p.head_dim;
       const float* q_head = q + t * n_embd + h * p.head_dim;
       float* out_head = out + t * n_embd + h * p.head_dim;
       const int64_t n_pos = kv_rows_.pos[static_cast<size_t>(t)] + 1;
       const KvRowMap rows{paged ? kv_rows_.table(t) : nullptr, shift};
-      if (f16) {
+      if (f16 && grouped) {
+        kernels_->attention_heads_f16(q_head, heads, k_cache_.as<uint16_t>() + layer, v_cache_.as<uint16_t>() + layer,
+                                      n_pos, rows, kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);
+      } else if (f16) {
         kernels_->attention_head_f16(q_head, k_cache_.as<uint16_t>() + layer, v_cache_.as<uint16_t>() + layer, n_pos,
                                      rows, kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);
+      } else if (grouped) {
+        kernels_->attention_heads(q_head, heads, k_cache_.as<float>() + layer, v_cache_.as<float>() + layer, n_pos, rows,
+                                  kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);
       } else {
         kernels_->attention_head(q_head, k_cache_.as<float>() + layer, v_cache_.as<float>() + layer, n_pos, rows,
                                  kv_.n_embd_kv, kv_off, p.head_dim, p.kq_scale, scores, out_head);

@@ -58,6 +58,9 @@ struct KvRowMap {
   }
 };
 
+// Most query heads KernelSet::attention_heads takes in one call (GQA groups are 4-8 heads).
+inline constexpr int32_t kMaxGroupHeads = 8;
+
 struct KernelSet;
 
 // A row dot of n weights against one row of quantized activations (quant::VecDotFn).
@@ -143,6 +146,16 @@ struct KernelSet {
                              const KvRowMap& rows,
                              int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
                              float* scores, float* out);
+  // attention_head for n_q <= kMaxGroupHeads query heads that share one kv head (GQA): q and out
+  // hold the n_q heads one after the other, scores n_q * n_pos floats of scratch. Each head's
+  // output equals attention_head's bit for bit; the cache rows are read once for the group.
+  // Null: the backend calls attention_head per head.
+  void (*attention_heads)(const float* q, int32_t n_q, const float* k_cache, const float* v_cache, int64_t n_pos,
+                          const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                          float* scores, float* out) = nullptr;
+  void (*attention_heads_f16)(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache,
+                              int64_t n_pos, const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim,
+                              float kq_scale, float* scores, float* out) = nullptr;
   void (*silu_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*relu2_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*add)(const float* a, const float* b, int64_t n, float* dst);

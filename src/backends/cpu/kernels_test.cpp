@@ -160,6 +160,58 @@ TEST_P(FloatMatchesTwin, Attention) {
   }
 }
 
+// attention_heads (GQA: n_q query heads over one kv head, each K and V row read once for the
+// group) gives each head attention_head's result bit for bit, through a block table too, for
+// both cache types, on odd head sizes and on position counts around its 64-position blocks.
+TEST_P(FloatMatchesTwin, AttentionHeadsOfAGroupEqualEachHeadAlone) {
+  if (set().attention_heads == nullptr || set().attention_heads_f16 == nullptr) {
+    GTEST_SKIP() << set().name << " has no grouped attention (the backend runs attention_head per head)";
+  }
+  std::mt19937 rng(13);
+  constexpr int32_t kShift = 4;
+  for (int32_t head_dim : {8, 64, 72, 128}) {
+    for (int64_t n_pos : {1, 5, 63, 64, 65, 200}) {
+      for (int32_t n_q : {1, 3, 4, kMaxGroupHeads}) {
+        const int64_t n_embd_kv = 2 * head_dim, kv_off = head_dim;
+        const int64_t n_blocks = (n_pos >> kShift) + 2;
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 5 + 1) % table.size());
+        const KvRowMap rows{table.data(), kShift};
+        const auto q = random_floats(int64_t{n_q} * head_dim, rng);
+        const auto k = random_floats(n_blocks * (1 << kShift) * n_embd_kv, rng);
+        const auto v = random_floats(n_blocks * (1 << kShift) * n_embd_kv, rng);
+        std::vector<uint16_t> k16(k.size()), v16(v.size());
+        fp32_to_fp16_row(k.data(), static_cast<int64_t>(k.size()), k16.data());
+        fp32_to_fp16_row(v.data(), static_cast<int64_t>(v.size()), v16.data());
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        const std::string what = "head_dim " + std::to_string(head_dim) + " n_pos " + std::to_string(n_pos) + " n_q " +
+                                 std::to_string(n_q);
+        for (const bool f16 : {false, true}) {
+          std::vector<float> scores(static_cast<size_t>(kMaxGroupHeads * n_pos));
+          std::vector<float> got(q.size()), want(q.size());
+          for (int32_t h = 0; h < n_q; ++h) {
+            const float* qh = q.data() + int64_t{h} * head_dim;
+            float* wh = want.data() + int64_t{h} * head_dim;
+            if (f16) {
+              set().attention_head_f16(qh, k16.data(), v16.data(), n_pos, rows, n_embd_kv, kv_off, head_dim, scale, scores.data(), wh);
+            } else {
+              set().attention_head(qh, k.data(), v.data(), n_pos, rows, n_embd_kv, kv_off, head_dim, scale, scores.data(), wh);
+            }
+          }
+          if (f16) {
+            set().attention_heads_f16(q.data(), n_q, k16.data(), v16.data(), n_pos, rows, n_embd_kv, kv_off, head_dim, scale,
+                                      scores.data(), got.data());
+          } else {
+            set().attention_heads(q.data(), n_q, k.data(), v.data(), n_pos, rows, n_embd_kv, kv_off, head_dim, scale,
+                                  scores.data(), got.data());
+          }
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << what << (f16 ? " f16" : " f32");
+        }
+      }
+    }
+  }
+}
+
 // A paged cache (blocks of 16 positions in a shuffled order, one block unused) gives the result
 // of the same rows stored contiguously, bit for bit, in every set and for both cache types.
 TEST_P(FloatMatchesTwin, AttentionThroughABlockTable) {
