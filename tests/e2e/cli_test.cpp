@@ -429,6 +429,26 @@ TEST(CliBench, ParallelDecodeRows) {
   EXPECT_NE(zero.err.find("--parallel"), std::string::npos) << zero.err;
 }
 
+// -d: each pp and tg test after that many tokens of context, named as llama-bench names them.
+TEST(CliBench, DepthRows) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const auto rows = bench_rows(model, "-p 8 -n 4 -d 0,24", 4);
+  ASSERT_EQ(rows.size(), 4u);
+  const int depths[] = {0, 0, 24, 24};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i]["n_depth"], depths[i]) << rows[i].dump();
+    EXPECT_EQ(rows[i]["n_prompt"], i % 2 == 0 ? 8 : 0) << rows[i].dump();
+    EXPECT_GT(rows[i]["avg_ts"].get<double>(), 0.0) << rows[i].dump();
+  }
+  const Output md = run_cli("bench -m " + model.string() + " -p 8 -n 4 -d 24 -t 1 -r 1");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| pp8 @ d24 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| tg4 @ d24 |"), std::string::npos) << md.out;
+  const Output bad = run_cli("bench -m " + model.string() + " -d 20000 -r 1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("-d"), std::string::npos) << bad.err;
+}
+
 TEST(CliBench, BadInputIsAOneLineError) {
   expect_clean_error(run_cli("bench -m " + (temp_dir() / "missing.gguf").string() + " -p 8 -n 4 -r 1"), "missing.gguf");
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");

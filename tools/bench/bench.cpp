@@ -43,9 +43,11 @@ struct BenchFlags {
   std::string gens_text = "64";
   std::string threads_text;         // "" = every hardware thread
   std::string parallel_text = "1";
+  std::string depths_text = "0";
   std::vector<int64_t> prompts;     // parsed from the texts by run()
   std::vector<int64_t> gens;
   std::vector<int64_t> parallel;    // only counts above 1: np 1 is the plain tg test
+  std::vector<int64_t> depths;      // -d: tokens in the cache before each pp and tg test
   std::vector<std::string> head_types = {""};
   int reps = 3;
   std::string output = "md";
@@ -110,21 +112,28 @@ Result<std::vector<double>> timed_runs(int reps, const std::string& label, doubl
   return samples;
 }
 
-// One test (pp or tg) repeated: samples of tokens/s. Returns an error Status on failure.
-Result<std::vector<double>> run_test(Engine& engine, int64_t n_prompt, int64_t n_gen, int reps,
+// One test (pp or tg) repeated, after n_depth tokens of context (evaluated before the clock
+// starts, as llama-bench's -d): samples of tokens/s. Returns an error Status on failure.
+Result<std::vector<double>> run_test(Engine& engine, int64_t n_depth, int64_t n_prompt, int64_t n_gen, int reps,
                                      const std::string& label) {
   RandomTokens random_token(engine);
   const int32_t first = engine.bos_id().value_or(0);
   return timed_runs(reps, label, static_cast<double>(n_prompt + n_gen), [&](bool warm_up) -> Result<double> {
     engine.reset();
+    if (n_depth > 0) {
+      std::vector<int32_t> context(static_cast<size_t>(n_depth));
+      context[0] = first;
+      for (size_t i = 1; i < context.size(); ++i) context[i] = random_token();
+      BITNET_ASSIGN_OR_RETURN(auto logits, engine.eval(context, false));
+    }
     const auto t0 = std::chrono::steady_clock::now();
     if (n_prompt > 0) {
       std::vector<int32_t> tokens(static_cast<size_t>(n_prompt));
-      tokens[0] = first;
+      tokens[0] = n_depth > 0 ? random_token() : first;
       for (size_t i = 1; i < tokens.size(); ++i) tokens[i] = random_token();
       BITNET_ASSIGN_OR_RETURN(auto logits, engine.eval(tokens, false));
     } else {
-      int32_t token = first;
+      int32_t token = n_depth > 0 ? random_token() : first;
       for (int64_t i = 0; i < (warm_up ? 1 : n_gen); ++i) {
         BITNET_ASSIGN_OR_RETURN(auto logits, engine.eval(std::span<const int32_t>(&token, 1), false));
         token = random_token();
@@ -184,13 +193,16 @@ Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int,
   std::vector<std::pair<int64_t, int64_t>> tests;
   for (int64_t p : f.prompts) tests.emplace_back(p, 0);
   for (int64_t n : f.gens) tests.emplace_back(0, n);
-  for (const auto& [n_prompt, n_gen] : tests) {
-    Row row = base;
-    row.n_prompt = n_prompt;
-    row.n_gen = n_gen;
-    BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, n_prompt, n_gen, f.reps, test_label(row)));
-    if (n_gen > 0) read_bandwidth(row, membw, peak);
-    rows.push_back(std::move(row));
+  for (int64_t depth : f.depths) {
+    for (const auto& [n_prompt, n_gen] : tests) {
+      Row row = base;
+      row.n_prompt = n_prompt;
+      row.n_gen = n_gen;
+      row.n_depth = depth;
+      BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, depth, n_prompt, n_gen, f.reps, test_label(row)));
+      if (n_gen > 0) read_bandwidth(row, membw, peak);
+      rows.push_back(std::move(row));
+    }
   }
   progress("");
   return {};
@@ -259,9 +271,11 @@ int run(BenchFlags f) {
   auto gens = parse_list(f.gens_text, "-n", 0, kMaxTestTokens);
   auto threads = parse_list(f.threads_text.empty() ? all_threads : f.threads_text, "-t", 1, 4 * hardware_threads());
   auto parallel = parse_list(f.parallel_text, "--parallel", 1, kMaxParallel);
-  for (const auto* r : {&prompts, &gens, &threads, &parallel}) {
+  auto depths = parse_list(f.depths_text, "-d", 0, kMaxTestTokens);
+  for (const auto* r : {&prompts, &gens, &threads, &parallel, &depths}) {
     if (!r->ok()) return fail(r->status());
   }
+  f.depths = *depths;
   f.prompts.clear();
   f.gens.clear();
   std::copy_if(prompts->begin(), prompts->end(), std::back_inserter(f.prompts), [](int64_t n) { return n > 0; });
@@ -298,11 +312,12 @@ int run(BenchFlags f) {
         mf.n_threads = t;
         const int64_t max_prompt = f.prompts.empty() ? 0 : *std::max_element(f.prompts.begin(), f.prompts.end());
         const int64_t max_gen = f.gens.empty() ? 0 : *std::max_element(f.gens.begin(), f.gens.end());
-        mf.n_ctx = max_prompt + max_gen + 1;
+        const int64_t max_depth = *std::max_element(f.depths.begin(), f.depths.end());
+        mf.n_ctx = max_depth + max_prompt + max_gen + 1;
         auto options = engine_options_from_env(mf);
         if (!options.ok()) return fail(options.status());
         options->head_type = head;
-        options->n_batch = std::max<int64_t>(512, max_prompt);
+        options->n_batch = std::max<int64_t>(512, std::max(max_prompt, max_depth));
         Row base;
         auto engine = load_for_rows<Engine>(*options, path, head, t, base);
         if (!engine.ok()) return fail(engine.status());
@@ -361,6 +376,10 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   cmd->add_option("-t,--threads", f->threads_text,
                   fmt::format("thread counts, comma-separated, at most {} (default: {})", 4 * hardware_threads(), hardware_threads()))
       ->check(list_check("-t", 1, 4 * hardware_threads()));
+  cmd->add_option("-d,--n-depth", f->depths_text,
+                  "tokens already in the KV cache when each pp and tg test starts (evaluated before the clock), "
+                  "comma-separated, as llama-bench's -d; the --parallel tests start at 0 (default: 0)")
+      ->check(list_check("-d", 0, kMaxTestTokens));
   cmd->add_option("--parallel,--np", f->parallel_text,
                   fmt::format("decode tests with this many sequences stepped together (a server's slots), "
                               "comma-separated, at most {}; t/s is their sum; 1 = the plain tg test (default: 1)",

@@ -10,8 +10,12 @@
 namespace bitnet::bench {
 
 std::string Row::test_name() const {
-  if (n_prompt > 0) return fmt::format("pp{}", n_prompt);
-  return n_parallel > 1 ? fmt::format("tg{} np{}", n_gen, n_parallel) : fmt::format("tg{}", n_gen);
+  // As llama-bench: "pp512 @ d4096" for a test after 4096 tokens of context.
+  const char* kind = n_prompt > 0 ? "pp" : "tg";
+  const int64_t n = n_prompt > 0 ? n_prompt : n_gen;
+  const int64_t np = n_prompt > 0 ? 1 : n_parallel;
+  if (np > 1) return n_depth > 0 ? fmt::format("{}{} np{} @ d{}", kind, n, np, n_depth) : fmt::format("{}{} np{}", kind, n, np);
+  return n_depth > 0 ? fmt::format("{}{} @ d{}", kind, n, n_depth) : fmt::format("{}{}", kind, n);
 }
 
 double Row::avg_ts() const {
@@ -94,6 +98,7 @@ nlohmann::ordered_json to_json(const Row& r) {
           {"n_prompt", r.n_prompt},
           {"n_gen", r.n_gen},
           {"n_parallel", r.n_parallel},
+          {"n_depth", r.n_depth},
           {"avg_ns", static_cast<uint64_t>(avg_ns)},
           {"avg_ts", r.avg_ts()},
           {"stddev_ts", r.stddev_ts()},

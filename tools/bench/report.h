@@ -24,12 +24,13 @@ struct Row {
   int64_t n_prompt = 0;
   int64_t n_gen = 0;
   int64_t n_parallel = 1;      // decode: sequences stepped together (--parallel); t/s is their sum
+  int64_t n_depth = 0;         // tokens already in the KV cache when the test starts (-d)
   std::vector<double> samples_ts;
   double membw_gbps = 0.0;     // the machine's read bandwidth on n_threads (decode rows)
   double load_seconds = 0.0;
   uint64_t peak_rss_bytes = 0;  // VmHWM over the load and every test of this engine
 
-  std::string test_name() const;  // "pp128", "tg64", "tg64 np8" (8 sequences)
+  std::string test_name() const;  // "pp128", "tg64", "tg64 np8" (8 sequences), "tg64 @ d4096"
   double avg_ts() const;
   double stddev_ts() const;
   double gbps() const;            // decode: bytes_per_token x steps/s (a step reads the weights once)

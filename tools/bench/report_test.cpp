@@ -39,13 +39,18 @@ TEST(BenchReport, StatisticsAndBandwidth) {
   np.n_parallel = 4;                     // 12 tokens/s over 4 sequences: 3 steps/s
   EXPECT_EQ(np.test_name(), "tg64 np4");
   EXPECT_DOUBLE_EQ(np.gbps(), 3.0);
+  Row deep = r;
+  deep.n_depth = 4096;                   // llama-bench's name for a test after 4096 tokens
+  EXPECT_EQ(deep.test_name(), "tg64 @ d4096");
+  p.n_depth = 512;
+  EXPECT_EQ(p.test_name(), "pp128 @ d512");
 }
 
 TEST(BenchReport, JsonUsesLlamaBenchFieldNames) {
   const auto j = nlohmann::json::parse(format_rows({decode_row()}, "json"));
   ASSERT_EQ(j.size(), 1u);
   for (const char* key : {"model_filename", "model_type", "model_size", "model_n_params", "n_threads", "n_prompt",
-                          "n_gen", "avg_ns", "avg_ts", "stddev_ts", "samples_ts", "gbps", "membw_gbps"}) {
+                          "n_gen", "n_depth", "avg_ns", "avg_ts", "stddev_ts", "samples_ts", "gbps", "membw_gbps"}) {
     EXPECT_TRUE(j[0].contains(key)) << key;
   }
   EXPECT_EQ(j[0]["n_gen"], 64);
