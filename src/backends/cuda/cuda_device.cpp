@@ -30,40 +30,8 @@ Status cuda_status(cudaError_t err, std::string_view what) {
   }
 }
 
-Result<DeviceBuffer> DeviceBuffer::create(uint64_t bytes, std::string_view what) {
-  DeviceBuffer b;
-  const uint64_t n = bytes > 0 ? bytes : 1;
-  const cudaError_t err = cudaMalloc(&b.ptr_, n);
-  if (err != cudaSuccess) {
-    b.ptr_ = nullptr;
-    return cuda_status(err, fmt::format("cudaMalloc of {} bytes for {}", n, what));
-  }
-  b.bytes_ = n;
-  return b;
-}
-
-void DeviceBuffer::reset() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
-
-Result<PinnedBuffer> PinnedBuffer::create(uint64_t bytes, std::string_view what) {
-  PinnedBuffer b;
-  const uint64_t n = bytes > 0 ? bytes : 1;
-  const cudaError_t err = cudaHostAlloc(&b.ptr_, n, cudaHostAllocDefault);
-  if (err != cudaSuccess) {
-    b.ptr_ = nullptr;
-    return cuda_status(err, fmt::format("cudaHostAlloc of {} bytes for {}", n, what));
-  }
-  b.bytes_ = n;
-  return b;
-}
-
-void PinnedBuffer::reset() {
-  if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
+Status allocation_status(cudaError_t err, const char* alloc, uint64_t n, std::string_view what) {
+  return cuda_status(err, fmt::format("{} of {} bytes for {}", alloc, n, what));
 }
 
 bool PinnedStaging::reserve(uint64_t bytes) {

@@ -17,12 +17,32 @@ namespace bitnet::cuda {
 // context is unusable (faults, illegal addresses), kInternal for the rest.
 Status cuda_status(cudaError_t err, std::string_view what);
 
-class DeviceBuffer {
+// The two kinds of memory a Buffer owns: device memory (cudaMalloc) and page-locked host memory
+// (cudaHostAlloc): the DMA engines read and write the latter directly, so a cudaMemcpyAsync from
+// or to it is asynchronous and runs at the link's full rate, where one from pageable memory is
+// staged by the driver through a pinned bounce buffer of its own.
+struct DeviceMemory {
+  static constexpr const char* kAlloc = "cudaMalloc";
+  static cudaError_t alloc(void** p, uint64_t n) { return cudaMalloc(p, n); }
+  static void free(void* p) { cudaFree(p); }
+};
+struct PinnedMemory {
+  static constexpr const char* kAlloc = "cudaHostAlloc";
+  static cudaError_t alloc(void** p, uint64_t n) { return cudaHostAlloc(p, n, cudaHostAllocDefault); }
+  static void free(void* p) { cudaFreeHost(p); }
+};
+
+// kOutOfMemory (or the runtime's other error) for a failed allocation of n bytes for `what`.
+Status allocation_status(cudaError_t err, const char* alloc, uint64_t n, std::string_view what);
+
+// A move-only owner of `bytes` of memory of kind M.
+template <class M>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  Buffer() = default;
+  ~Buffer() { reset(); }
+  Buffer(Buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
       reset();
       ptr_ = std::exchange(o.ptr_, nullptr);
@@ -30,13 +50,27 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
 
-  // cudaMalloc of `bytes` (at least 1); kOutOfMemory with `what` when the device is full.
-  static Result<DeviceBuffer> create(uint64_t bytes, std::string_view what);
+  // `bytes` (at least 1); kOutOfMemory with `what` when there is no room.
+  static Result<Buffer> create(uint64_t bytes, std::string_view what) {
+    Buffer b;
+    const uint64_t n = bytes > 0 ? bytes : 1;
+    const cudaError_t err = M::alloc(&b.ptr_, n);
+    if (err != cudaSuccess) {
+      b.ptr_ = nullptr;
+      return allocation_status(err, M::kAlloc, n, what);
+    }
+    b.bytes_ = n;
+    return b;
+  }
 
-  void reset();
+  void reset() {
+    if (ptr_ != nullptr) M::free(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
   void* get() const { return ptr_; }
   template <class T>
   T* as() const { return static_cast<T*>(ptr_); }
@@ -48,38 +82,8 @@ class DeviceBuffer {
   uint64_t bytes_ = 0;
 };
 
-// Page-locked host memory (cudaHostAlloc): the DMA engines read and write it directly, so a
-// cudaMemcpyAsync from or to it is asynchronous and runs at the link's full rate, where one
-// from pageable memory is staged by the driver through a pinned bounce buffer of its own.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { reset(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  static Result<PinnedBuffer> create(uint64_t bytes, std::string_view what);
-
-  void reset();
-  void* get() const { return ptr_; }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  uint64_t bytes() const { return bytes_; }
-  explicit operator bool() const { return ptr_ != nullptr; }
-
- private:
-  void* ptr_ = nullptr;
-  uint64_t bytes_ = 0;
-};
+using DeviceBuffer = Buffer<DeviceMemory>;
+using PinnedBuffer = Buffer<PinnedMemory>;
 
 // Weight uploads on their own stream through two pinned chunks: while the DMA engine copies
 // one chunk to the device, the host fills the other (its memcpy out of the file mapping or the

@@ -2,7 +2,7 @@
 // linear): one warp per row, each lane 8 columns per step (one 16-byte load of F16/BF16 codes,
 // two of F32, 8 bytes of Q8_0 quants, 8 elements decoded from one block), float accumulation,
 // up to kTokens tokens per weight read. Rows whose width is not a multiple of 8 take element
-// loads (matmul_float_any_kernel). The tied F16 head of
+// loads (kAny). The tied F16 head of
 // 2B-4T is 657 MB per token: this kernel bounds decode speed as much as the ternary GEMV.
 #include "backends/cuda/gpu_common.cuh"
 #include "backends/cuda/kernels.h"
@@ -72,42 +72,9 @@ __device__ __forceinline__ float load1(const FloatWeightView& w, int64_t r, int6
   }
 }
 
-// The same product for rows of any width: element loads, the columns past the row held at 0.
-template <FloatFormat F, int kTokens>
-__global__ void __launch_bounds__(kWarp* kRowsPerBlock)
-    matmul_float_any_kernel(FloatWeightView w, const float* __restrict__ x, int64_t n_tokens, float* __restrict__ y) {
-  const int lane = static_cast<int>(threadIdx.x);
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
-  if (r >= w.n_rows) return;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
-  const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
-  float acc[kTokens];
-#pragma unroll
-  for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
-  for (int64_t k = static_cast<int64_t>(lane) * kStep; k < w.n_cols; k += kWarp * kStep) {
-    float wv[kStep];
-#pragma unroll
-    for (int j = 0; j < kStep; ++j) wv[j] = k + j < w.n_cols ? load1<F>(w, r, k + j) : 0.0f;
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      if (t >= nt) continue;
-      const float* xp = x + (t0 + t) * w.n_cols + k;
-      float a[kStep];
-#pragma unroll
-      for (int j = 0; j < kStep; ++j) a[j] = k + j < w.n_cols ? __ldg(xp + j) : 0.0f;
-      acc[t] += wv[0] * a[0] + wv[1] * a[1] + wv[2] * a[2] + wv[3] * a[3] + wv[4] * a[4] + wv[5] * a[5] + wv[6] * a[6] +
-                wv[7] * a[7];
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < kTokens; ++t) {
-    if (t >= nt) continue;
-    const float s = warp_sum(acc[t]);
-    if (lane == 0) y[(t0 + t) * w.n_rows + r] = s;
-  }
-}
-
-template <FloatFormat F, BlockFormat B, int kTokens>
+// kAny: rows of any width (F32, F16, BF16), element loads and the columns past the row held at
+// 0; else 16-byte loads (n_cols a multiple of 8).
+template <FloatFormat F, BlockFormat B, int kTokens, bool kAny>
 __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
     matmul_float_kernel(FloatWeightView w, const float* __restrict__ x, int64_t n_tokens, float* __restrict__ y) {
   const int lane = static_cast<int>(threadIdx.x);
@@ -120,14 +87,26 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
   for (int64_t k = static_cast<int64_t>(lane) * kStep; k < w.n_cols; k += kWarp * kStep) {
     float wv[kStep];
-    load8<F, B>(w, r, k, wv);
+    if constexpr (kAny) {
+#pragma unroll
+      for (int j = 0; j < kStep; ++j) wv[j] = k + j < w.n_cols ? load1<F>(w, r, k + j) : 0.0f;
+    } else {
+      load8<F, B>(w, r, k, wv);
+    }
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       if (t >= nt) continue;
-      const float4* xp = reinterpret_cast<const float4*>(x + (t0 + t) * w.n_cols + k);
-      const float4 a = __ldg(xp), b = __ldg(xp + 1);
-      acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
-                wv[7] * b.w;
+      const float* xp = x + (t0 + t) * w.n_cols + k;
+      float a[kStep];
+      if constexpr (kAny) {
+#pragma unroll
+        for (int j = 0; j < kStep; ++j) a[j] = k + j < w.n_cols ? __ldg(xp + j) : 0.0f;
+      } else {
+        const float4 lo = __ldg(reinterpret_cast<const float4*>(xp)), hi = __ldg(reinterpret_cast<const float4*>(xp) + 1);
+        a[0] = lo.x, a[1] = lo.y, a[2] = lo.z, a[3] = lo.w, a[4] = hi.x, a[5] = hi.y, a[6] = hi.z, a[7] = hi.w;
+      }
+      acc[t] += wv[0] * a[0] + wv[1] * a[1] + wv[2] * a[2] + wv[3] * a[3] + wv[4] * a[4] + wv[5] * a[5] + wv[6] * a[6] +
+                wv[7] * a[7];
     }
   }
 #pragma unroll
@@ -138,21 +117,12 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
   }
 }
 
-template <FloatFormat F, BlockFormat B, int kTokens>
+template <FloatFormat F, BlockFormat B, int kTokens, bool kAny>
 GpuError launch(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
   const dim3 block(kWarp, kRowsPerBlock);
   const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
-  matmul_float_kernel<F, B, kTokens><<<grid, block, 0, stream>>>(w, x, n_tokens, y);
-  return launch_status();
-}
-
-template <FloatFormat F, int kTokens>
-GpuError launch_any(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
-  const dim3 block(kWarp, kRowsPerBlock);
-  const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                  static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
-  matmul_float_any_kernel<F, kTokens><<<grid, block, 0, stream>>>(w, x, n_tokens, y);
+  matmul_float_kernel<F, B, kTokens, kAny><<<grid, block, 0, stream>>>(w, x, n_tokens, y);
   return launch_status();
 }
 
@@ -160,10 +130,10 @@ template <FloatFormat F, BlockFormat B = BlockFormat::kQ4_0>
 GpuError dispatch_tokens(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
   if constexpr (F == FloatFormat::kF32 || F == FloatFormat::kF16 || F == FloatFormat::kBF16) {
     if (w.n_cols % kStep != 0) {
-      return n_tokens == 1 ? launch_any<F, 1>(w, x, n_tokens, y, stream) : launch_any<F, 4>(w, x, n_tokens, y, stream);
+      return n_tokens == 1 ? launch<F, B, 1, true>(w, x, n_tokens, y, stream) : launch<F, B, 4, true>(w, x, n_tokens, y, stream);
     }
   }
-  return n_tokens == 1 ? launch<F, B, 1>(w, x, n_tokens, y, stream) : launch<F, B, 4>(w, x, n_tokens, y, stream);
+  return n_tokens == 1 ? launch<F, B, 1, false>(w, x, n_tokens, y, stream) : launch<F, B, 4, false>(w, x, n_tokens, y, stream);
 }
 
 GpuError dispatch_blocks(const FloatWeightView& w, const float* x, int64_t n_tokens, float* y, GpuStream stream) {
