@@ -131,9 +131,6 @@ void bench_quantize(benchmark::State& state, const KernelSet* set, int64_t n_col
                                               benchmark::Counter::kIsRate);
 }
 
-// One decoded token's attention in one 2B-4T layer (20 query heads, 5 kv heads of 128, F16
-// cache of n_pos rows) on one thread, head by head. GB/s: cache bytes per second (each row
-// counted once, though its 4 query heads read it 4 times).
 // One decode token of 2B-4T's attention (20 query heads over 5 kv heads of 128, an F16 cache of
 // n_pos positions): per head (attention_head_f16), or per kv group of 4 (attention_heads_f16:
 // each K and V row read once for the group). GB/s counts the cache once per token.

@@ -317,7 +317,7 @@ int run(BenchFlags f) {
         auto options = engine_options_from_env(mf);
         if (!options.ok()) return fail(options.status());
         options->head_type = head;
-        options->n_batch = std::max<int64_t>(512, std::max(max_prompt, max_depth));
+        options->n_batch = std::max<int64_t>(512, max_prompt);  // a prompt in one pass; -d's context in chunks of it
         Row base;
         auto engine = load_for_rows<Engine>(*options, path, head, t, base);
         if (!engine.ok()) return fail(engine.status());

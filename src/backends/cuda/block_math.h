@@ -22,22 +22,7 @@ namespace bitnet::cuda {
 
 enum class BlockFormat : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_NL, kIQ4_XS };
 
-// Elements and bytes of one block.
-template <BlockFormat F>
-struct BlockShape;
-template <> struct BlockShape<BlockFormat::kQ4_0> { static constexpr int kElems = 32, kBytes = 18; };
-template <> struct BlockShape<BlockFormat::kQ4_1> { static constexpr int kElems = 32, kBytes = 20; };
-template <> struct BlockShape<BlockFormat::kQ5_0> { static constexpr int kElems = 32, kBytes = 22; };
-template <> struct BlockShape<BlockFormat::kQ5_1> { static constexpr int kElems = 32, kBytes = 24; };
-template <> struct BlockShape<BlockFormat::kQ2_K> { static constexpr int kElems = 256, kBytes = 84; };
-template <> struct BlockShape<BlockFormat::kQ3_K> { static constexpr int kElems = 256, kBytes = 110; };
-template <> struct BlockShape<BlockFormat::kQ4_K> { static constexpr int kElems = 256, kBytes = 144; };
-template <> struct BlockShape<BlockFormat::kQ5_K> { static constexpr int kElems = 256, kBytes = 176; };
-template <> struct BlockShape<BlockFormat::kQ6_K> { static constexpr int kElems = 256, kBytes = 210; };
-template <> struct BlockShape<BlockFormat::kIQ4_NL> { static constexpr int kElems = 32, kBytes = 18; };
-template <> struct BlockShape<BlockFormat::kIQ4_XS> { static constexpr int kElems = 256, kBytes = 136; };
-
-// Elements and bytes of one block of f, for the host's checks.
+// Elements and bytes of one block of f (constexpr: the kernels' block strides).
 BITNET_HD constexpr int block_elems(BlockFormat f) {
   switch (f) {
     case BlockFormat::kQ4_0:
@@ -127,7 +112,7 @@ BITNET_HD float block_k_value(const uint8_t* block, int e, int code) {
   return d * static_cast<float>(code) - m;
 }
 
-// Element e (0 <= e < BlockShape<F>::kElems) of the block at `block`.
+// Element e (0 <= e < block_elems(F)) of the block at `block`.
 template <BlockFormat F>
 BITNET_HD float block_value(const uint8_t* block, int e) {
   if constexpr (F == BlockFormat::kQ4_0) {

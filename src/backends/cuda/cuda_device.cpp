@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace bitnet::cuda {
 
@@ -99,19 +100,18 @@ Status Uploader::init() {
 }
 
 Status Uploader::copy(void* device_dst, const void* host, uint64_t bytes, std::string_view what) {
-  if (!pinned()) {
-    return cuda_status(cudaMemcpy(device_dst, host, bytes, cudaMemcpyHostToDevice), fmt::format("upload of {}", what));
-  }
+  const std::string context = fmt::format("upload of {}", what);
+  if (!pinned()) return cuda_status(cudaMemcpy(device_dst, host, bytes, cudaMemcpyHostToDevice), context);
   for (const UploadPiece& p : upload_pieces(bytes, kChunkBytes)) {
     const int slot = next_;
     next_ ^= 1;
     // The chunk's previous transfer must be done before it is overwritten.
-    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_[slot]), fmt::format("upload of {}", what)));
+    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_[slot]), context));
     std::memcpy(chunks_[slot].get(), static_cast<const uint8_t*>(host) + p.offset, p.bytes);
     BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(static_cast<uint8_t*>(device_dst) + p.offset, chunks_[slot].get(),
                                                        p.bytes, cudaMemcpyHostToDevice, stream_),
-                                       fmt::format("upload of {}", what)));
-    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_[slot], stream_), fmt::format("upload of {}", what)));
+                                       context));
+    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_[slot], stream_), context));
   }
   return {};
 }

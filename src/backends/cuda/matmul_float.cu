@@ -19,9 +19,8 @@ template <FloatFormat F, BlockFormat B>
 __device__ __forceinline__ void load8(const FloatWeightView& w, int64_t r, int64_t k, float out[kStep]) {
   const int64_t i = r * w.n_cols + k;
   if constexpr (F == FloatFormat::kBlocks) {
-    constexpr int kElems = BlockShape<B>::kElems;
-    const uint8_t* block = static_cast<const uint8_t*>(w.data) +
-                           (r * (w.n_cols / kElems) + k / kElems) * BlockShape<B>::kBytes;
+    constexpr int kElems = block_elems(B);
+    const uint8_t* block = static_cast<const uint8_t*>(w.data) + (r * (w.n_cols / kElems) + k / kElems) * block_bytes(B);
     const int e = static_cast<int>(k % kElems);
 #pragma unroll
     for (int j = 0; j < kStep; ++j) out[j] = block_value<B>(block, e + j);
