@@ -81,7 +81,12 @@ Result<SelectionPlan> plan_selection(const std::vector<BackendProbe>& probes,
     std::string why = fmt::format("no {} device{}{}", r.device == "gpu" ? "GPU" : r.device,
                                   r.gpu_backend.empty() ? "" : " of backend " + r.gpu_backend,
                                   r.gpu_device < 0 ? "" : fmt::format(" with index {}", r.gpu_device));
-    if (!plan.notes.empty()) why += fmt::format(" ({})", fmt::join(plan.notes, "; "));
+    // An explicit backend's own reason; for `gpu`, every GPU backend's.
+    std::vector<std::string> reasons;
+    for (const std::string& n : plan.notes) {
+      if (!explicit_backend || n.rfind(r.device + ":", 0) == 0) reasons.push_back(n);
+    }
+    if (!reasons.empty()) why += fmt::format(" ({})", fmt::join(reasons, "; "));
     if (r.strict) return unavailable(why + "; strict mode forbids falling back to the CPU");
     plan.notes.insert(plan.notes.begin(), why);
   }

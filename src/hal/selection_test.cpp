@@ -92,6 +92,22 @@ TEST(Selection, UnavailableRequestFallsBackOrFailsWhenStrict) {
   EXPECT_EQ(ids(*strict_gpu), (std::vector<std::string>{"cuda:0"}));  // no CPU fallback
 }
 
+// An explicit backend's failure names that backend's reason only; `gpu` names every GPU
+// backend's.
+TEST(Selection, AnExplicitBackendsReasonIsItsOwn) {
+  std::vector<BackendProbe> p = probes(false, false);
+  p.resize(2);  // the CPU and CUDA without a driver
+  p.push_back({"hip", true, false, "no HIP device (hipGetDeviceCount: 100 hipErrorNoDevice)", {}});
+  auto hip = plan_selection(p, {"hip", "", -1, true});
+  ASSERT_FALSE(hip.ok());
+  EXPECT_NE(hip.status().message().find("hip: no HIP device"), std::string::npos) << hip.status().message();
+  EXPECT_EQ(hip.status().message().find("CUDA"), std::string::npos) << hip.status().message();
+  auto gpu = plan_selection(p, {"gpu", "", -1, true});
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.status().message().find("hip: no HIP device"), std::string::npos) << gpu.status().message();
+  EXPECT_NE(gpu.status().message().find("cuda: no CUDA driver"), std::string::npos) << gpu.status().message();
+}
+
 TEST(Selection, RejectsUnknownNames) {
   EXPECT_EQ(plan_selection(probes(false, false), {"tpu", "", -1, false}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(plan_selection(probes(false, false), {"gpu", "metal", -1, false}).status().code(), StatusCode::kInvalidArgument);
