@@ -103,7 +103,9 @@ TEST(Cli, ModelPathThatIsNotAModelFile) {
   const fs::path empty = temp_dir() / "empty.gguf";
   std::ofstream(empty).close();
   const fs::path fifo = temp_dir() / "fifo.gguf";
-  if (!fs::exists(fifo)) ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  if (!fs::exists(fifo)) {
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  }
   const fs::path loop = temp_dir() / "loop.gguf", loop2 = temp_dir() / "loop2.gguf";
   if (!fs::is_symlink(loop)) fs::create_symlink(loop2, loop);
   if (!fs::is_symlink(loop2)) fs::create_symlink(loop, loop2);
@@ -131,8 +133,10 @@ TEST(Cli, ModelPathThatIsNotAModelFile) {
 TEST(Cli, PerplexityTextThatIsNotARegularFile) {
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
   const fs::path fifo = temp_dir() / "text.fifo";
-  if (!fs::exists(fifo)) ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  for (const std::string path : {std::string("/dev/zero"), fifo.string(), temp_dir().string()}) {
+  if (!fs::exists(fifo)) {
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  }
+  for (const std::string& path : {std::string("/dev/zero"), fifo.string(), temp_dir().string()}) {
     expect_clean_error(run_cli("perplexity -m " + model.string() + " -f " + path), path + ": is not a regular file");
   }
 }
@@ -251,7 +255,7 @@ TEST(CliFlags, EveryNumericFlagRefusesBadValues) {
       {"--repeat-last-n", with({"-2", "1048577", "99999999999999999999"}, kNotNumbers)},
       {"--seed", with({"-2", "99999999999999999999"}, kNotNumbers)},
   };
-  for (const std::string base : {"run -p hi -m " + m, "tokenize -p hi -m " + m, "logits -p hi -o " + out + " -m " + m}) {
+  for (const std::string& base : {"run -p hi -m " + m, "tokenize -p hi -m " + m, "logits -p hi -o " + out + " -m " + m}) {
     for (const BadFlag& f : engine_flags) expect_refused(base, f);
     for (const BadFlag& f : ctx_flag) expect_refused(base, f);
   }
@@ -542,7 +546,9 @@ TEST(CliDevices, ListsEveryBackendAsTextAndJson) {
   EXPECT_EQ(j[0]["backend"], "cpu");
   EXPECT_EQ(j[0]["devices"][0]["id"], cpu_id());
   for (const auto& b : j) {
-    if (!b["available"].get<bool>()) EXPECT_FALSE(b["reason"].get<std::string>().empty()) << b.dump();
+    if (!b["available"].get<bool>()) {
+      EXPECT_FALSE(b["reason"].get<std::string>().empty()) << b.dump();
+    }
   }
 }
 
