@@ -61,9 +61,9 @@ deps-arm64:
 	fi
 
 # Where Debian's hipcc is installed (APT_PACKAGES: ~42 MB to download, ~190 MB on disk on top of
-# the rest, whose PoCL already brings clang-15), the CUDA kernel sources are also compiled for
-# AMD GPUs (compile-only check, -DBITNET_HIP=ON, target bitnet_hip_kernels_check, ~1 min);
-# HIP=0 builds without it. Checked when the recipes run, after deps has installed hipcc. nvcc, when
+# the rest, whose PoCL already brings clang-15), the CUDA backend is also built for AMD GPUs as
+# the `hip` backend (-DBITNET_HIP=ON: kernels through hipcc, ~1 min; the binaries then need
+# libamdhip64, which hipcc brings); HIP=0 builds without it. Checked when the recipes run, after deps has installed hipcc. nvcc, when
 # present, is found by CMake itself.
 HIP ?= 1
 HIP_ON = [ "$(HIP)" != 0 ] && command -v hipcc >/dev/null 2>&1

@@ -23,7 +23,7 @@ struct DeviceDescription {
   bool fp16 = false;              // fp16 arithmetic
   bool subgroups = false;
   int subgroup_size = 0;
-  std::string compute_capability; // CUDA "8.6"
+  std::string compute_capability; // CUDA "8.6"; HIP: the architecture, "gfx90a"
   int sm_count = 0;               // CUDA streaming multiprocessors
   std::vector<std::string> features;  // CPU ISA extensions or notable device extensions
   bool is_gpu = false;            // a real GPU (auto may pick it)

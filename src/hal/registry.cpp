@@ -20,6 +20,9 @@
 #if BITNET_HAVE_CUDA_BACKEND
 #include "backends/cuda/cuda_backend.h"
 #endif
+#if BITNET_HAVE_HIP
+#include "backends/cuda/hip_backend.h"
+#endif
 
 namespace bitnet::hal {
 
@@ -47,7 +50,7 @@ BackendProbe probe_cpu(const std::string& requested_isa) {
   return {"cpu", true, true, "", {d}};
 }
 
-BackendProbe not_compiled(const std::string& backend) {
+[[maybe_unused]] BackendProbe not_compiled(const std::string& backend) {  // unused where every backend is built
   BackendProbe p;
   p.backend = backend;
   p.reason = "not compiled into this build";
@@ -86,6 +89,9 @@ std::vector<std::string> compiled_backends() {
 #if BITNET_HAVE_CUDA
   b.emplace_back("cuda");
 #endif
+#if BITNET_HAVE_HIP
+  b.emplace_back("hip");
+#endif
 #if BITNET_HAVE_VULKAN
   b.emplace_back("vulkan");
 #endif
@@ -103,7 +109,11 @@ std::vector<BackendProbe> probe_backends(const ProbeOptions& options) {
 #else
   probes.push_back(not_compiled("cuda"));
 #endif
+#if BITNET_HAVE_HIP
+  probes.push_back(hip::probe());
+#else
   probes.push_back(not_compiled("hip"));
+#endif
 #if BITNET_HAVE_VULKAN
   probes.push_back(vulkan::probe());
 #else
@@ -129,6 +139,9 @@ Result<std::unique_ptr<Backend>> create_backend(const DeviceInfo& device, const 
 #endif
 #if BITNET_HAVE_CUDA_BACKEND
   if (device.backend == "cuda") return cuda::make_backend(device.index);
+#endif
+#if BITNET_HAVE_HIP
+  if (device.backend == "hip") return hip::make_backend(device.index);
 #endif
   return unavailable(fmt::format("backend {} cannot run in this build", device.backend));
 }

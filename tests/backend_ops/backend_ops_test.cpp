@@ -3,10 +3,11 @@
 // any test-only interface: random F32 tables sit in the weight table and each graph starts
 // with embed ops (tokens select rows), then the op under test, whose output is the graph's
 // "logits". A backend whose runtime is missing makes these tests report skipped.
-// Built a second time with BITNET_BACKEND_OPS_ONLY="cuda" (cuda_backend_ops_test, ctest label
-// gpu): only that backend's devices are compared, the CPU reference keeps an F16 KV cache as the
-// CUDA backend does, and an op the CUDA kernels refuse with kUnsupported (attention over heads
-// of more than 256) reports that case skipped on it, with the reason.
+// Built again with BITNET_BACKEND_OPS_ONLY="cuda" and "hip" (cuda_backend_ops_test and
+// hip_backend_ops_test, ctest label gpu): only that backend's devices are compared, the CPU
+// reference keeps an F16 KV cache as the CUDA backend (and its HIP build) does, and an op the
+// kernels refuse with kUnsupported (attention over heads of more than 256) reports that case
+// skipped on it, with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,8 +38,10 @@ constexpr std::string_view kOnlyBackend = BITNET_BACKEND_OPS_ONLY;
 #else
 constexpr std::string_view kOnlyBackend{};
 #endif
+// The CUDA backend and its HIP build keep an F16 KV cache whatever is asked.
+constexpr bool f16_kv_backend(std::string_view backend) { return backend == "cuda" || backend == "hip"; }
 // The KV cache type asked of every backend, the CPU reference included.
-constexpr hal::KvType kKvType = kOnlyBackend == "cuda" ? hal::KvType::kF16 : hal::KvType::kF32;
+constexpr hal::KvType kKvType = f16_kv_backend(kOnlyBackend) ? hal::KvType::kF16 : hal::KvType::kF32;
 
 // Weights of a test case, owning their bytes.
 struct Weights {
@@ -462,8 +465,9 @@ std::vector<hal::DeviceInfo> runnable_gpu_devices(std::string& why_none) {
   std::vector<hal::DeviceInfo> out;
   for (const hal::BackendProbe& p : hal::probe_backends({})) {
     if (p.backend == "cpu" || (!kOnlyBackend.empty() && p.backend != kOnlyBackend)) continue;
-    // CUDA keeps an F16 KV cache: it runs in its own build of this test, against an F16 reference.
-    if (kOnlyBackend.empty() && p.backend == "cuda") continue;
+    // CUDA and HIP keep an F16 KV cache: each runs in its own build of this test, against an F16
+    // reference.
+    if (kOnlyBackend.empty() && f16_kv_backend(p.backend)) continue;
     if (!p.available) {
       why_none += p.backend + ": " + (p.compiled ? p.reason : "not compiled in") + "; ";
       continue;
@@ -527,7 +531,7 @@ TEST_P(BackendOps, EveryRunnableBackendMatchesTheCpuReference) {
       }
     }
     Status refused;
-    const auto got = run_case(**backend, c, w, d.backend == "cuda" ? &refused : nullptr);
+    const auto got = run_case(**backend, c, w, f16_kv_backend(d.backend) ? &refused : nullptr);
     if (!refused.ok()) {
       std::printf("[ SKIPPED  ] %s on %s: %s\n", c.name.c_str(), d.id.c_str(), refused.to_string().c_str());
       continue;

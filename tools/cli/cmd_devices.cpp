@@ -29,6 +29,8 @@ nlohmann::json to_json(const DeviceDescription& d) {
   if (d.backend == "cuda") {
     j["compute_capability"] = d.compute_capability;
     j["sm_count"] = d.sm_count;
+  } else if (d.backend == "hip") {
+    j["gfx_arch"] = d.compute_capability;
   }
   return j;
 }
@@ -70,6 +72,8 @@ int run(const DevicesFlags& f) {
                  yes_no(d.subgroups), d.subgroup_size ? fmt::format(" ({})", d.subgroup_size) : "");
       if (d.backend == "cuda") {
         fmt::print("      compute capability {} | SMs {}\n", d.compute_capability, d.sm_count);
+      } else if (d.backend == "hip") {
+        fmt::print("      architecture {}\n", d.compute_capability);
       }
       if (!d.features.empty()) fmt::print("      features {}\n", fmt::join(d.features, " "));
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_backend_impl.h"
+#include "backends/cuda/cuda_probe.h"
 
 namespace bitnet::cuda {
 
@@ -10,9 +11,9 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& opt
   const int device_index = options.device_index;
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);  // without a driver: an error, count untouched
-  if (err != cudaSuccess) return unavailable(fmt::format("cuda: {} ({})", cudaGetErrorName(err), cudaGetErrorString(err)));
+  if (err != cudaSuccess) return unavailable(fmt::format(BITNET_GPU_PREFIX " {} ({})", cudaGetErrorName(err), cudaGetErrorString(err)));
   if (device_index < 0 || device_index >= count) {
-    return unavailable(fmt::format("cuda: no device {} ({} device(s))", device_index, count));
+    return unavailable(fmt::format(BITNET_GPU_PREFIX " no device {} ({} device(s))", device_index, count));
   }
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->device_ = device_index;
@@ -20,6 +21,11 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& opt
   b->fuse_ = options.fuse;
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_index), "cudaSetDevice"));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&b->prop_, device_index), "cudaGetDeviceProperties"));
+#if BITNET_HIP
+  if (std::string why = hip_arch_refusal(b->prop_.gcnArchName); !why.empty()) {
+    return unavailable(fmt::format(BITNET_GPU_PREFIX " device {}: {}", device_index, why));
+  }
+#endif
   BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   b->pool_ = std::make_unique<DevicePool>(DeviceAllocator{
       [](uint64_t bytes) -> void* {
@@ -30,13 +36,13 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& opt
         }
         return p;
       },
-      [](void* p) { cudaFree(p); }});
+      [](void* p) { (void)cudaFree(p); }});
   return std::unique_ptr<hal::Backend>(std::move(b));
 }
 
 CudaBackend::~CudaBackend() {
-  cudaSetDevice(device_);
-  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  (void)cudaSetDevice(device_);
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   if (pool_) {
     drop_captured();
     release_buffers(step_, true);
@@ -45,12 +51,17 @@ CudaBackend::~CudaBackend() {
   weights_.clear();
   k_cache_.clear();
   v_cache_.clear();
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
 
 hal::BackendInfo CudaBackend::info() const {
-  return {"cuda", fmt::format("{} (cc {}.{}, {} SMs, {} MiB)", prop_.name, prop_.major, prop_.minor,
-                              prop_.multiProcessorCount, prop_.totalGlobalMem >> 20), 1};
+#if BITNET_HIP
+  return {kGpuBackendId, fmt::format("{} ({}, {} CUs, {} MiB)", prop_.name, prop_.gcnArchName, prop_.multiProcessorCount,
+                                     prop_.totalGlobalMem >> 20), 1};
+#else
+  return {kGpuBackendId, fmt::format("{} (cc {}.{}, {} SMs, {} MiB)", prop_.name, prop_.major, prop_.minor,
+                                     prop_.multiProcessorCount, prop_.totalGlobalMem >> 20), 1};
+#endif
 }
 
 Status CudaBackend::load_weights(std::span<const hal::WeightDesc> weights) {
@@ -87,11 +98,11 @@ Status CudaBackend::init_kv(const hal::KvShape& shape) {
   v_cache_.clear();
   kv_ = {};
   if (shape.n_layer <= 0 || shape.n_ctx <= 0 || shape.n_embd_kv <= 0) {
-    return invalid_argument(fmt::format("cuda: KV cache of {} layers x {} positions x {}", shape.n_layer, shape.n_ctx,
+    return invalid_argument(fmt::format(BITNET_GPU_PREFIX " KV cache of {} layers x {} positions x {}", shape.n_layer, shape.n_ctx,
                                         shape.n_embd_kv));
   }
   if (shape.block_size > 0 && (shape.n_ctx % shape.block_size != 0 || (shape.block_size & (shape.block_size - 1)) != 0)) {
-    return invalid_argument(fmt::format("cuda: KV blocks of {} positions in a cache of {}", shape.block_size, shape.n_ctx));
+    return invalid_argument(fmt::format(BITNET_GPU_PREFIX " KV blocks of {} positions in a cache of {}", shape.block_size, shape.n_ctx));
   }
   // F16 whatever was asked: attention_f16 is the only attention kernel (stats().kv_type).
   const uint64_t layer_bytes = static_cast<uint64_t>(shape.n_ctx) * static_cast<uint64_t>(shape.n_embd_kv) * 2;
@@ -129,8 +140,8 @@ hal::BackendStats CudaBackend::stats() const {
 }
 
 void CudaBackend::release_scratch() {
-  cudaSetDevice(device_);
-  cudaStreamSynchronize(stream_);
+  (void)cudaSetDevice(device_);
+  (void)cudaStreamSynchronize(stream_);
   drop_captured();
   release_buffers(step_, true);
   pool_->clear();

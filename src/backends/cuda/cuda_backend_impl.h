@@ -3,7 +3,7 @@
 // launch).
 #pragma once
 
-#include <cuda_runtime_api.h>
+#include "backends/cuda/gpu_runtime.h"
 
 #include <array>
 #include <memory>
@@ -108,6 +108,16 @@ class CudaBackend final : public hal::Backend {
   Q8View q8(hal::ActId id) const { return cur_->acts[static_cast<size_t>(id)].q8(); }
   const hal::ActDesc& desc(const hal::Graph& g, hal::ActId id) const { return g.acts[static_cast<size_t>(id)]; }
   const DeviceWeight& weight(hal::WeightId id) const { return weights_[static_cast<size_t>(id)]; }
+  // The compute capability major that picks the int8 mma GEMM (>= 8). HIP: 0, batches run the
+  // GEMV's 8-token tiles; the GEMM's shuffle-and-dp4a stand-in for mma is a correctness path
+  // (cuda_kernels_test), not what AMD's matrix cores want.
+  int mma_cc_major() const {
+#if BITNET_HIP
+    return 0;
+#else
+    return prop_.major;
+#endif
+  }
 
   int device_ = 0;
   cudaDeviceProp prop_{};

@@ -125,14 +125,14 @@ std::vector<std::string> CudaBackend::kernels_used() const {
   for (size_t k = 0; k < kKernelCount; ++k) {
     if (launched_[k]) names.emplace(kernel_name(static_cast<Kernel>(k)));
   }
-  if (replayed_) names.emplace("cuda:graph_replay");
+  if (replayed_) names.emplace(BITNET_GPU_PREFIX "graph_replay");
   return {names.begin(), names.end()};
 }
 
 Status CudaBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
-  BITNET_ASSIGN_OR_RETURN(const std::vector<Kernel> plan, plan_graph(graph, weight_info_, prop_.major, fuse_));
+  BITNET_ASSIGN_OR_RETURN(const std::vector<Kernel> plan, plan_graph(graph, weight_info_, mma_cc_major(), fuse_));
   Status s;
   const StepInputs in = step_inputs(graph, plan, s);
   BITNET_RETURN_IF_ERROR(s);

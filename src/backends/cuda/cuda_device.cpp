@@ -17,14 +17,16 @@ Status cuda_status(cudaError_t err, std::string_view what) {
       return out_of_memory(msg);
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+#if !BITNET_HIP  // HIP folds these into the four above
     case cudaErrorIllegalInstruction:
     case cudaErrorMisalignedAddress:
     case cudaErrorInvalidAddressSpace:
     case cudaErrorInvalidPc:
     case cudaErrorHardwareStackError:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
     case cudaErrorDevicesUnavailable:
+#endif
       return device_lost(msg);
     default:
       return internal_error(msg);
@@ -73,11 +75,11 @@ std::vector<UploadPiece> upload_pieces(uint64_t bytes, uint64_t chunk) {
 
 Uploader::~Uploader() {
   if (stream_ != nullptr) {
-    cudaStreamSynchronize(stream_);  // nothing may still read the chunks
-    cudaStreamDestroy(stream_);
+    (void)cudaStreamSynchronize(stream_);  // nothing may still read the chunks
+    (void)cudaStreamDestroy(stream_);
   }
   for (cudaEvent_t e : done_) {
-    if (e != nullptr) cudaEventDestroy(e);
+    if (e != nullptr) (void)cudaEventDestroy(e);
   }
 }
 

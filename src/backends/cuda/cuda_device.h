@@ -2,7 +2,7 @@
 // Host code of the CUDA backend (CUDA runtime API, never the driver API).
 #pragma once
 
-#include <cuda_runtime_api.h>
+#include "backends/cuda/gpu_runtime.h"
 
 #include <cstdint>
 #include <string_view>
@@ -24,12 +24,12 @@ Status cuda_status(cudaError_t err, std::string_view what);
 struct DeviceMemory {
   static constexpr const char* kAlloc = "cudaMalloc";
   static cudaError_t alloc(void** p, uint64_t n) { return cudaMalloc(p, n); }
-  static void free(void* p) { cudaFree(p); }
+  static void free(void* p) { (void)cudaFree(p); }
 };
 struct PinnedMemory {
   static constexpr const char* kAlloc = "cudaHostAlloc";
   static cudaError_t alloc(void** p, uint64_t n) { return cudaHostAlloc(p, n, cudaHostAllocDefault); }
-  static void free(void* p) { cudaFreeHost(p); }
+  static void free(void* p) { (void)cudaFreeHost(p); }
 };
 
 // kOutOfMemory (or the runtime's other error) for a failed allocation of n bytes for `what`.

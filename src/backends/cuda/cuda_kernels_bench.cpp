@@ -3,7 +3,7 @@
 // Weights are rotated over enough copies to exceed twice the L2 cache, so the figures are
 // DRAM reads, as in decode. Exits 77 (skipped) without a CUDA device.
 //   bitnet_cuda_bench [--iters N]
-#include <cuda_runtime_api.h>
+#include "backends/cuda/gpu_runtime.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -34,7 +34,7 @@ struct DeviceMem {
   explicit DeviceMem(size_t n) { ok(cudaMalloc(&p, n), "cudaMalloc"); }
   DeviceMem(const DeviceMem&) = delete;
   DeviceMem& operator=(const DeviceMem&) = delete;
-  ~DeviceMem() { cudaFree(p); }
+  ~DeviceMem() { (void)cudaFree(p); }
   template <class T>
   T* as() const { return static_cast<T*>(p); }
 };
@@ -57,16 +57,16 @@ template <class Launch>
 double time_us(int iters, int n_copies, Launch launch) {
   for (int i = 0; i < 3 * n_copies; ++i) launch(i % n_copies);
   cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start);
+  (void)cudaEventCreate(&start);
+  (void)cudaEventCreate(&stop);
+  (void)cudaEventRecord(start);
   for (int i = 0; i < iters; ++i) launch(i % n_copies);
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
+  (void)cudaEventRecord(stop);
+  (void)cudaEventSynchronize(stop);
   float ms = 0.0f;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  (void)cudaEventElapsedTime(&ms, start, stop);
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
   return 1000.0 * ms / iters;
 }
 
@@ -96,16 +96,16 @@ double bench_w2a8(const char* name, int64_t n_rows, int64_t n_cols, int iters, c
   DeviceMem dw(words.size() * 4 * n_copies), ds(scales.size() * 4 * n_copies), dq(q.size()), dsum(sums.size() * 4),
       dact(4), dy(static_cast<size_t>(n_rows) * 4);
   for (int c = 0; c < n_copies; ++c) {
-    cudaMemcpy(dw.as<uint32_t>() + c * words.size(), words.data(), words.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(ds.as<float>() + c * scales.size(), scales.data(), scales.size() * 4, cudaMemcpyHostToDevice);
+    (void)cudaMemcpy(dw.as<uint32_t>() + c * words.size(), words.data(), words.size() * 4, cudaMemcpyHostToDevice);
+    (void)cudaMemcpy(ds.as<float>() + c * scales.size(), scales.data(), scales.size() * 4, cudaMemcpyHostToDevice);
   }
   const float s = 12.7f;
-  cudaMemcpy(dq.p, q.data(), q.size(), cudaMemcpyHostToDevice);
-  cudaMemcpy(dsum.p, sums.data(), sums.size() * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dact.p, &s, 4, cudaMemcpyHostToDevice);
+  (void)cudaMemcpy(dq.p, q.data(), q.size(), cudaMemcpyHostToDevice);
+  (void)cudaMemcpy(dsum.p, sums.data(), sums.size() * 4, cudaMemcpyHostToDevice);
+  (void)cudaMemcpy(dact.p, &s, 4, cudaMemcpyHostToDevice);
   const double us = time_us(iters, n_copies, [&](int c) {
     const W2cView w{dw.as<uint32_t>() + c * words.size(), ds.as<float>() + c * scales.size(), n_rows, n_cols, n_cols};
-    w2a8_gemv(w, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, dy.as<float>(), nullptr);
+    (void)w2a8_gemv(w, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, dy.as<float>(), nullptr);
   });
   report(name, n_rows, n_cols, "I2_S", w_bytes + n_cols + n_rows * 4, us, d);
   return us;
@@ -120,11 +120,11 @@ double bench_f16(const char* name, int64_t n_rows, int64_t n_cols, int iters, co
   const auto w_bytes = static_cast<int64_t>(w.size() * 2);
   const int n_copies = copies_for(w_bytes, d);
   DeviceMem dw(w.size() * 2 * n_copies), dx(x.size() * 4), dy(static_cast<size_t>(n_rows) * 4);
-  for (int c = 0; c < n_copies; ++c) cudaMemcpy(dw.as<uint16_t>() + c * w.size(), w.data(), w.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  for (int c = 0; c < n_copies; ++c) (void)cudaMemcpy(dw.as<uint16_t>() + c * w.size(), w.data(), w.size() * 2, cudaMemcpyHostToDevice);
+  (void)cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
   const double us = time_us(iters, n_copies, [&](int c) {
     const FloatWeightView v{FloatFormat::kF16, dw.as<uint16_t>() + c * w.size(), nullptr, n_rows, n_cols};
-    matmul_float(v, dx.as<float>(), 1, dy.as<float>(), nullptr);
+    (void)matmul_float(v, dx.as<float>(), 1, dy.as<float>(), nullptr);
   });
   report(name, n_rows, n_cols, "F16", w_bytes + n_cols * 4 + n_rows * 4, us, d);
   return us;
@@ -134,7 +134,7 @@ int run(int iters) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    std::printf("skipped: no CUDA device (cudaGetDeviceCount: %s)\n", err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    std::printf("skipped: no %s device (GetDeviceCount: %s)\n", kGpuApi, err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
     return kSkipped;
   }
   Device d;

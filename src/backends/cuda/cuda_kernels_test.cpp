@@ -1,7 +1,7 @@
 // Device tests of the CUDA kernels (ctest -L gpu): each kernel against its host twin and the
 // CPU's scalar kernel. Without a CUDA device (this project's build machines: no driver) every
 // test reports skipped with the runtime's reason; they have not run on a GPU yet.
-#include <cuda_runtime_api.h>
+#include "backends/cuda/gpu_runtime.h"
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -39,7 +39,7 @@ class DeviceVec {
   }
   DeviceVec(const DeviceVec&) = delete;
   DeviceVec& operator=(const DeviceVec&) = delete;
-  ~DeviceVec() { cudaFree(p_); }
+  ~DeviceVec() { (void)cudaFree(p_); }
   T* get() const { return static_cast<T*>(p_); }
   std::vector<T> host() const {
     std::vector<T> h(n_);
@@ -57,8 +57,8 @@ class CudaKernels : public testing::Test {
   void SetUp() override {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount " << cudaGetErrorName(err);
-    if (count == 0) GTEST_SKIP() << "no CUDA device";
+    if (err != cudaSuccess) GTEST_SKIP() << "no " << kGpuApi << " device: GetDeviceCount " << cudaGetErrorName(err);
+    if (count == 0) GTEST_SKIP() << "no " << kGpuApi << " device";
   }
   static void sync() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
 };

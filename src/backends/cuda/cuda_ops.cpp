@@ -87,7 +87,7 @@ Status CudaBackend::launch(const hal::Graph& graph, size_t index, Kernel kernel)
     case Kernel::kGateNormQuant: return launch_fused(graph, index, kernel);
     case Kernel::kFused: return {};
   }
-  return internal_error("cuda: unknown kernel");
+  return internal_error(BITNET_GPU_PREFIX " unknown kernel");
 }
 
 Status CudaBackend::launch_matmul(const hal::Graph& graph, const hal::Op& op, Kernel kernel) {
@@ -96,7 +96,7 @@ Status CudaBackend::launch_matmul(const hal::Graph& graph, const hal::Op& op, Ke
   float* y = f32(op.dst);
   switch (kernel) {
     case Kernel::kW2a8Mma:
-      return launched(w2a8_gemm_mma(w.w2c(), q8(op.a), n_tokens, y, prop_.major, stream_), kernel);
+      return launched(w2a8_gemm_mma(w.w2c(), q8(op.a), n_tokens, y, mma_cc_major(), stream_), kernel);
     case Kernel::kW2a8Gemv:
       return launched(w2a8_gemv(w.w2c(), q8(op.a), n_tokens, y, stream_), kernel);
     default:

@@ -17,33 +17,33 @@ constexpr uint64_t kAlign = 256;
 uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 Status refuse(size_t index, const hal::Op& op, std::string_view why) {
-  return unsupported(fmt::format("cuda: op {} ({}): {}", index, hal::op_name(op.kind), why));
+  return unsupported(fmt::format(BITNET_GPU_PREFIX " op {} ({}): {}", index, hal::op_name(op.kind), why));
 }
 
 }  // namespace
 
 std::string_view kernel_name(Kernel k) {
   switch (k) {
-    case Kernel::kEmbed: return "cuda:embed_rows";
-    case Kernel::kRmsNorm: return "cuda:rms_norm";
-    case Kernel::kQuantize: return "cuda:rms_norm_quant";
-    case Kernel::kW2a8Gemv: return "cuda:w2a8_gemv";
-    case Kernel::kW2a8Mma: return "cuda:w2a8_gemm_mma";
-    case Kernel::kMatmulFloat: return "cuda:matmul_float";
-    case Kernel::kScale: return "cuda:scale_by";
-    case Kernel::kBias: return "cuda:add_row";
-    case Kernel::kRope: return "cuda:rope";
-    case Kernel::kStoreKv: return "cuda:store_kv_f16";
-    case Kernel::kAttention: return "cuda:attention_f16";
-    case Kernel::kSiluMul: return "cuda:silu_mul";
-    case Kernel::kRelu2Mul: return "cuda:relu2_mul";
-    case Kernel::kAdd: return "cuda:add";
-    case Kernel::kCopy: return "cuda:copy";
-    case Kernel::kNormQuant: return "cuda:rms_norm_quant";
-    case Kernel::kGateNormQuant: return "cuda:gated_rms_norm_quant";
-    case Kernel::kFused: return "cuda:fused";
+    case Kernel::kEmbed: return BITNET_GPU_PREFIX "embed_rows";
+    case Kernel::kRmsNorm: return BITNET_GPU_PREFIX "rms_norm";
+    case Kernel::kQuantize: return BITNET_GPU_PREFIX "rms_norm_quant";
+    case Kernel::kW2a8Gemv: return BITNET_GPU_PREFIX "w2a8_gemv";
+    case Kernel::kW2a8Mma: return BITNET_GPU_PREFIX "w2a8_gemm_mma";
+    case Kernel::kMatmulFloat: return BITNET_GPU_PREFIX "matmul_float";
+    case Kernel::kScale: return BITNET_GPU_PREFIX "scale_by";
+    case Kernel::kBias: return BITNET_GPU_PREFIX "add_row";
+    case Kernel::kRope: return BITNET_GPU_PREFIX "rope";
+    case Kernel::kStoreKv: return BITNET_GPU_PREFIX "store_kv_f16";
+    case Kernel::kAttention: return BITNET_GPU_PREFIX "attention_f16";
+    case Kernel::kSiluMul: return BITNET_GPU_PREFIX "silu_mul";
+    case Kernel::kRelu2Mul: return BITNET_GPU_PREFIX "relu2_mul";
+    case Kernel::kAdd: return BITNET_GPU_PREFIX "add";
+    case Kernel::kCopy: return BITNET_GPU_PREFIX "copy";
+    case Kernel::kNormQuant: return BITNET_GPU_PREFIX "rms_norm_quant";
+    case Kernel::kGateNormQuant: return BITNET_GPU_PREFIX "gated_rms_norm_quant";
+    case Kernel::kFused: return BITNET_GPU_PREFIX "fused";
   }
-  return "cuda:unknown";
+  return BITNET_GPU_PREFIX "unknown";
 }
 
 std::optional<BlockFormat> block_format_of(GgmlType type) {
@@ -67,14 +67,14 @@ Result<WeightKind> weight_kind(std::string_view name, GgmlType type, int64_t n_c
   if (n_cols <= 0 || n_rows <= 0) return invalid_argument(fmt::format("tensor {} is empty", name));
   if (quant::is_ternary(type)) {
     if (n_cols % kChunk != 0) {
-      return unsupported(fmt::format("cuda: ternary tensor {} has rows of {} elements, not a multiple of {}", name,
+      return unsupported(fmt::format(BITNET_GPU_PREFIX " ternary tensor {} has rows of {} elements, not a multiple of {}", name,
                                      n_cols, kChunk));
     }
     return WeightKind::kTernary;
   }
   if (n_rows == 1) {
     if (type == GgmlType::kF32 || quant::can_dequantize(type)) return WeightKind::kF32;
-    return unsupported(fmt::format("cuda: tensor {} of type {} is not supported", name, ggml_type_name(type)));
+    return unsupported(fmt::format(BITNET_GPU_PREFIX " tensor {} of type {} is not supported", name, ggml_type_name(type)));
   }
   if (const std::optional<BlockFormat> b = block_format_of(type)) {
     if (n_cols % block_elems(*b) != 0) {
@@ -89,7 +89,7 @@ Result<WeightKind> weight_kind(std::string_view name, GgmlType type, int64_t n_c
     case GgmlType::kBF16: kind = WeightKind::kBF16; break;
     case GgmlType::kQ8_0: kind = WeightKind::kQ8_0; break;
     default:
-      return unsupported(fmt::format("cuda: tensor {} of type {} is not supported (ternary, F32, F16, BF16, Q8_0, "
+      return unsupported(fmt::format(BITNET_GPU_PREFIX " tensor {} of type {} is not supported (ternary, F32, F16, BF16, Q8_0, "
                                      "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS)",
                                      name, ggml_type_name(type)));
   }
@@ -113,7 +113,7 @@ Result<ActLayout> act_layout(const hal::ActDesc& d) {
     return l;
   }
   if (d.n_cols % kChunk != 0) {
-    return unsupported(fmt::format("cuda: int8 activation {} has rows of {}, not a multiple of {}", d.name, d.n_cols, kChunk));
+    return unsupported(fmt::format(BITNET_GPU_PREFIX " int8 activation {} has rows of {}, not a multiple of {}", d.name, d.n_cols, kChunk));
   }
   l.scale_offset = align_up(rows * cols);
   l.sum_offset = align_up(l.scale_offset + rows * 4);
@@ -256,7 +256,7 @@ Result<KvAddressing> kv_addressing(const hal::Graph& graph, const hal::KvRows& r
   // Blocks of the whole cache (KvShape::block_size 0) that are not a power of 2: only block 0,
   // where the row is the position, can be addressed.
   for (int32_t b : rows.tables) {
-    if (b != 0) return unsupported(fmt::format("cuda: block tables over blocks of {} positions (not a power of 2)", block));
+    if (b != 0) return unsupported(fmt::format(BITNET_GPU_PREFIX " block tables over blocks of {} positions (not a power of 2)", block));
   }
   return a;
 }

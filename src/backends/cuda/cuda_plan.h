@@ -5,6 +5,14 @@
 // with kUnsupported, before the first launch of a step.
 #pragma once
 
+// The prefix of kernel names and messages: "cuda:", or "hip:" when the same sources are built
+// for AMD GPUs (gpu_runtime.h).
+#if BITNET_HIP
+#define BITNET_GPU_PREFIX "hip:"
+#else
+#define BITNET_GPU_PREFIX "cuda:"
+#endif
+
 #include <cstdint>
 #include <optional>
 #include <span>

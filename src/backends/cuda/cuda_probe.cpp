@@ -1,60 +1,132 @@
 #include "backends/cuda/cuda_probe.h"
 
-#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+#include "backends/cuda/gpu_runtime.h"
+
 namespace bitnet::cuda {
+namespace {
+
+#if BITNET_HIP
+// The architecture of a gcnArchName ("gfx90a:sramecc+:xnack-" -> "gfx90a").
+std::string gfx_arch(const char* gcn_arch_name) {
+  const std::string_view s(gcn_arch_name);
+  return std::string(s.substr(0, s.find(':')));
+}
+
+// Architectures with v_dot4_i32_i8, as w2a8_math.h's BITNET_AMDGCN_SDOT4 lists them.
+bool gfx_has_sdot4(const std::string& arch) {
+  static constexpr std::string_view kWith[] = {"gfx906",  "gfx908",  "gfx90a",  "gfx1011", "gfx1012", "gfx1030",
+                                               "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"};
+  return std::find(std::begin(kWith), std::end(kWith), arch) != std::end(kWith);
+}
+
+// Whether this build holds code objects for `arch` (CMake's BITNET_HIP_ARCHS, ','-separated here).
+bool built_for(const std::string& arch) {
+  const std::string_view list = BITNET_HIP_ARCHS;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    if (list.substr(at, end - at) == arch) return true;
+    at = end + 1;
+  }
+  return false;
+}
+#endif
+
+}  // namespace
+
+#if BITNET_HIP
+std::string hip_arch_refusal(const char* gcn_arch_name) {
+  const std::string arch = gfx_arch(gcn_arch_name);
+  if (built_for(arch)) return {};
+  return fmt::format("this build has no code objects for {} (built for {}; configure with -DBITNET_HIP_ARCHS={})", arch,
+                     BITNET_HIP_ARCHS, arch);
+}
+#endif
 
 hal::BackendProbe probe() {
   hal::BackendProbe p;
-  p.backend = "cuda";
+  p.backend = kGpuBackendId;
   p.compiled = true;
   int count = 0;
   // Without a driver this returns cudaErrorInsufficientDriver (35) or cudaErrorNoDevice and
-  // leaves `count` untouched: test the error, not the count.
+  // leaves `count` untouched: test the error, not the count. HIP without an AMD GPU (no
+  // /dev/kfd) answers hipErrorNoDevice (100).
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     p.reason = err == cudaErrorInsufficientDriver
-                   ? fmt::format("no CUDA driver (cudaGetDeviceCount: {} {})", static_cast<int>(err), cudaGetErrorName(err))
-                   : fmt::format("no CUDA device (cudaGetDeviceCount: {} {})", static_cast<int>(err), cudaGetErrorName(err));
+                   ? fmt::format("no {} driver ({}GetDeviceCount: {} {})", kGpuApi, kGpuBackendId, static_cast<int>(err),
+                                 cudaGetErrorName(err))
+                   : fmt::format("no {} device ({}GetDeviceCount: {} {})", kGpuApi, kGpuBackendId, static_cast<int>(err),
+                                 cudaGetErrorName(err));
     return p;
   }
   if (count == 0) {
-    p.reason = "no CUDA device";
+    p.reason = fmt::format("no {} device", kGpuApi);
     return p;
   }
   int runtime_version = 0, driver_version = 0;
-  cudaRuntimeGetVersion(&runtime_version);
-  cudaDriverGetVersion(&driver_version);
+  (void)cudaRuntimeGetVersion(&runtime_version);
+  (void)cudaDriverGetVersion(&driver_version);
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
     hal::DeviceInfo d;
-    d.backend = "cuda";
+    d.backend = kGpuBackendId;
     d.index = i;
-    d.id = fmt::format("cuda:{}", i);
+    d.id = fmt::format("{}:{}", kGpuBackendId, i);
     d.name = prop.name;
-    d.vendor = "NVIDIA";
-    d.driver_version = fmt::format("{}.{}", driver_version / 1000, driver_version % 1000 / 10);
-    d.api_version = fmt::format("CUDA runtime {}.{}", runtime_version / 1000, runtime_version % 1000 / 10);
     d.memory_bytes = prop.totalGlobalMem;
     d.compute_units = prop.multiProcessorCount;
     d.sm_count = prop.multiProcessorCount;
+    d.subgroups = true;
+    d.subgroup_size = prop.warpSize;
+#if BITNET_HIP
+    // ROCm numbers its versions major * 10^7 + minor * 10^5 + patch; the architecture
+    // ("gfx90a:sramecc+:xnack-") stands where CUDA has a compute capability.
+    d.vendor = "AMD";
+    d.driver_version = fmt::format("{}.{}", driver_version / 10000000, driver_version / 100000 % 100);
+    d.api_version = fmt::format("HIP runtime {}.{}", runtime_version / 10000000, runtime_version / 100000 % 100);
+    d.compute_capability = gfx_arch(prop.gcnArchName);
+    d.int8_dot = gfx_has_sdot4(d.compute_capability);
+    d.fp16 = true;
+#else
+    d.vendor = "NVIDIA";
+    d.driver_version = fmt::format("{}.{}", driver_version / 1000, driver_version % 1000 / 10);
+    d.api_version = fmt::format("CUDA runtime {}.{}", runtime_version / 1000, runtime_version % 1000 / 10);
     d.compute_capability = fmt::format("{}.{}", prop.major, prop.minor);
     d.int8_dot = prop.major > 6 || (prop.major == 6 && prop.minor >= 1);  // dp4a from sm_61
     d.fp16 = prop.major >= 6;
-    d.subgroups = true;
-    d.subgroup_size = prop.warpSize;
+#endif
     d.is_gpu = true;
     p.devices.push_back(std::move(d));
   }
   p.available = !p.devices.empty();
-  if (!p.available) p.reason = "no CUDA device answered cudaGetDeviceProperties";
+  if (!p.available) p.reason = fmt::format("no {} device answered {}GetDeviceProperties", kGpuApi, kGpuBackendId);
+#if BITNET_HIP
+  // Listed either way; runnable where the build holds the device's code objects.
+  std::string refusal;
+  bool any_built = false;
+  for (const hal::DeviceInfo& d : p.devices) {
+    const std::string why = hip_arch_refusal(d.compute_capability.c_str());
+    if (why.empty()) any_built = true;
+    else if (refusal.empty()) refusal = why;
+  }
+  if (p.available && !any_built) {
+    p.available = false;
+    p.reason = refusal;
+  }
+#endif
 #if !BITNET_CUDA_BACKEND
   // Built without nvcc: the kernels and the backend that runs them are not in this binary.
   if (p.available) {
     p.available = false;
-    p.reason = "CUDA devices found, but this build has no CUDA kernels (no CUDA compiler at configure time)";
+    p.reason = fmt::format("{} devices found, but this build has no {} kernels (no compiler at configure time)", kGpuApi, kGpuApi);
   }
 #endif
   return p;

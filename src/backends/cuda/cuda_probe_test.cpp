@@ -1,14 +1,18 @@
 // The probe on a machine without a usable CUDA driver (this project's build machines): the
 // binary, linked with the static runtime, starts, and `bitnet devices` says why CUDA is not
-// available. With a driver and a GPU, the devices are listed.
-#include <cuda_runtime_api.h>
+// available. With a driver and a GPU, the devices are listed. Built a second time as
+// hip_probe_test for the HIP backend (CMakeLists.txt), whose runtime here answers
+// hipErrorNoDevice.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cuda/cuda_probe.h"
+#include "backends/cuda/gpu_runtime.h"
 #if BITNET_CUDA_BACKEND
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_device.h"
@@ -21,23 +25,23 @@ TEST(CudaProbe, SaysWhyCudaIsUnavailableOrListsTheDevices) {
   int count = -1;
   const cudaError_t err = cudaGetDeviceCount(&count);
   const hal::BackendProbe p = probe();
-  EXPECT_EQ(p.backend, "cuda");
+  EXPECT_EQ(p.backend, kGpuBackendId);
   EXPECT_TRUE(p.compiled);
   if (err == cudaErrorInsufficientDriver) {
     // No libcuda.so.1: the runtime reports error 35 and leaves the count alone.
     EXPECT_EQ(count, -1);
     EXPECT_FALSE(p.available);
     EXPECT_TRUE(p.devices.empty());
-    EXPECT_NE(p.reason.find("no CUDA driver"), std::string::npos) << p.reason;
-    EXPECT_NE(p.reason.find("cudaErrorInsufficientDriver"), std::string::npos) << p.reason;
+    EXPECT_NE(p.reason.find(fmt::format("no {} driver", kGpuApi)), std::string::npos) << p.reason;
+    EXPECT_NE(p.reason.find(cudaGetErrorName(err)), std::string::npos) << p.reason;
   } else if (err != cudaSuccess) {
     EXPECT_FALSE(p.available);
-    EXPECT_NE(p.reason.find("no CUDA device"), std::string::npos) << p.reason;
+    EXPECT_NE(p.reason.find(fmt::format("no {} device", kGpuApi)), std::string::npos) << p.reason;
     EXPECT_NE(p.reason.find(cudaGetErrorName(err)), std::string::npos) << p.reason;
   } else {
     EXPECT_EQ(static_cast<int>(p.devices.size()), count);
     for (const hal::DeviceInfo& d : p.devices) {
-      EXPECT_EQ(d.backend, "cuda");
+      EXPECT_EQ(d.backend, kGpuBackendId);
       EXPECT_TRUE(d.is_gpu);
       EXPECT_FALSE(d.compute_capability.empty());
     }
@@ -66,7 +70,7 @@ TEST(CudaProbe, MakeBackendIsUnavailableWithoutADevice) {
     }
   } else {
     ASSERT_TRUE(b.ok()) << b.status().to_string();
-    EXPECT_EQ((*b)->info().name, "cuda");
+    EXPECT_EQ((*b)->info().name, kGpuBackendId);
   }
   auto past = make_backend(count + 1);
   ASSERT_FALSE(past.ok());
@@ -89,7 +93,7 @@ TEST(CudaUpload, PiecesCoverTheBytesInChunks) {
 // for its chunk's previous transfer), read back whole. Needs a device.
 TEST(CudaUpload, UploaderLandsEveryPieceOfALargeTensor) {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no CUDA device";
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) GTEST_SKIP() << "no " << kGpuApi << " device";
   std::vector<uint8_t> host(static_cast<size_t>(3 * Uploader::kChunkBytes + 12345));
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
   Uploader up;
@@ -125,6 +129,22 @@ TEST(CudaUpload, PinnedStagingFallsBackWithoutADriver) {
   EXPECT_EQ(s.take(100000), nullptr);  // past the reservation
   ASSERT_TRUE(s.reserve(10));
   EXPECT_EQ(s.take(10), a);  // a new step starts at the beginning
+}
+#endif
+
+#if BITNET_HIP
+// A device runs where the build holds its architecture's code objects (the gcnArchName's
+// feature suffix does not matter); elsewhere the reason names the architecture and the fix.
+TEST(HipProbe, RefusesAnArchitectureTheBuildHasNoCodeFor) {
+  const std::string first(std::string_view(BITNET_HIP_ARCHS).substr(0, std::string_view(BITNET_HIP_ARCHS).find(',')));
+  EXPECT_EQ(hip_arch_refusal(first.c_str()), "");
+  EXPECT_EQ(hip_arch_refusal((first + ":sramecc+:xnack-").c_str()), "");
+  const std::string why = hip_arch_refusal("gfx1100");
+  EXPECT_NE(why.find("no code objects for gfx1100"), std::string::npos) << why;
+  EXPECT_NE(why.find(BITNET_HIP_ARCHS), std::string::npos) << why;
+  EXPECT_NE(why.find("-DBITNET_HIP_ARCHS=gfx1100"), std::string::npos) << why;
+  EXPECT_NE(hip_arch_refusal("gfx90"), "");  // a prefix of gfx90a is not gfx90a
+  EXPECT_NE(hip_arch_refusal(""), "");
 }
 #endif
 
