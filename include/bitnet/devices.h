@@ -18,6 +18,7 @@ struct DeviceDescription {
   std::string api_version;        // OpenCL / Vulkan / CUDA runtime version
   uint64_t memory_bytes = 0;      // global / device-local memory
   uint64_t max_alloc_bytes = 0;   // largest single buffer (0: unknown)
+  double memory_bandwidth_gbs = 0;  // GPU memory's peak, memory clock x bus width x 2 (0: unknown)
   int compute_units = 0;
   bool int8_dot = false;          // hardware int8 dot products (dp4a, cl_khr_integer_dot_product, ...)
   bool fp16 = false;              // fp16 arithmetic

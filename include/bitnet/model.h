@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bitnet/devices.h"
 #include "bitnet/status.h"
 
 namespace bitnet {
@@ -99,6 +100,7 @@ class Model {
   // "requested=auto detected=[cpu-avx2,opencl:pocl] selected=cpu-avx2"
   std::string device_summary() const;
   std::string backend_name() const;   // the selected device's id
+  const DeviceDescription& device() const;  // the selected device, as the probe described it
   std::string device_name() const;    // its description
   int n_threads() const;
   int64_t n_ctx() const;     // positions of the KV cache (paged: the whole pool)

@@ -201,6 +201,7 @@ std::string Model::device_summary() const {
                      fmt::join(core_->plan.detected, ","), core_->device().id);
 }
 std::string Model::backend_name() const { return core_->device().id; }
+const DeviceDescription& Model::device() const { return core_->device(); }
 // A broken engine (see EngineCore::broken) has no backend: these report that instead.
 std::string Model::device_name() const {
   return core_->backend ? core_->backend->info().device : "none (" + core_->broken.message() + ")";

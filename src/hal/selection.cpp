@@ -41,17 +41,19 @@ Result<SelectionPlan> plan_selection(const std::vector<BackendProbe>& probes,
   for (const BackendProbe& p : probes) {
     // The CPU is always there; it is unavailable only when the requested kernel set is not.
     if (!p.available && p.backend == "cpu") return invalid_argument("cpu: " + p.reason);
-    if (!p.available && p.backend != "cpu") {
-      const bool fakes_only = !p.devices.empty();
-      if (!fakes_only) {
-        plan.notes.push_back(fmt::format("{}: {}", p.backend, p.compiled ? p.reason : "not compiled in"));
-      }
+    // An unavailable backend may still list devices: fakes (BITNET_GPU_FAKE), which are chosen
+    // like real ones so that the fallback paths can be tested, and real devices it cannot run
+    // (an AMD GPU whose architecture the HIP build has no code for, CUDA devices in a build
+    // without kernels), which are detected but never candidates.
+    const bool has_fakes = std::any_of(p.devices.begin(), p.devices.end(), [](const DeviceInfo& d) { return d.is_fake; });
+    if (!p.available && p.backend != "cpu" && !has_fakes) {
+      plan.notes.push_back(fmt::format("{}: {}", p.backend, p.compiled ? p.reason : "not compiled in"));
     }
     for (const DeviceInfo& d : p.devices) {
       plan.detected.push_back(d.id);
       if (d.backend == "cpu") {
         cpu = &d;
-      } else {
+      } else if (p.available || d.is_fake) {
         gpus.push_back(&d);
       }
     }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "hal/registry.h"
 
 namespace bitnet::hal {
@@ -106,6 +108,26 @@ TEST(Selection, AnExplicitBackendsReasonIsItsOwn) {
   ASSERT_FALSE(gpu.ok());
   EXPECT_NE(gpu.status().message().find("hip: no HIP device"), std::string::npos) << gpu.status().message();
   EXPECT_NE(gpu.status().message().find("cuda: no CUDA driver"), std::string::npos) << gpu.status().message();
+}
+
+// A backend that lists a device it cannot run (an AMD GPU whose architecture the build lacks)
+// has it detected but never a candidate: auto, even strict, runs on the CPU, and an explicit
+// request names the backend's reason.
+TEST(Selection, ADeviceItsBackendCannotRunIsNeverACandidate) {
+  std::vector<BackendProbe> p = probes(false, false);
+  p.resize(2);
+  BackendProbe hip{"hip", true, false, "this build has no code objects for gfx1100", {}};
+  hip.devices.push_back(device("hip", 0, "hip:0", true, false));
+  p.push_back(hip);
+  for (const bool strict : {false, true}) {
+    auto a = plan_selection(p, {"auto", "", -1, strict});
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    EXPECT_EQ(ids(*a), (std::vector<std::string>{"cpu-scalar"}));
+    EXPECT_NE(std::find(a->detected.begin(), a->detected.end(), "hip:0"), a->detected.end());
+  }
+  auto h = plan_selection(p, {"hip", "", -1, true});
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("no code objects for gfx1100"), std::string::npos) << h.status().message();
 }
 
 TEST(Selection, RejectsUnknownNames) {

@@ -174,6 +174,7 @@ std::string test_label(const Row& row) {
 
 // The bandwidth reading of a decode row (see bench_engine).
 void read_bandwidth(Row& row, std::map<int, double>& membw, uint64_t& peak) {
+  if (row.device_peak) return;  // a GPU's peak (describe), not the host's reading
   progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", row.n_threads));
   peak = std::max(peak, peak_rss_bytes());
   const double after = bench::measure_read_bandwidth(row.n_threads);

@@ -26,7 +26,10 @@ struct Row {
   int64_t n_parallel = 1;      // decode: sequences stepped together (--parallel); t/s is their sum
   int64_t n_depth = 0;         // tokens already in the KV cache when the test starts (-d)
   std::vector<double> samples_ts;
-  double membw_gbps = 0.0;     // the machine's read bandwidth on n_threads (decode rows)
+  // A decode row's bandwidth bound: the machine's read bandwidth on n_threads, measured, or, on a
+  // real GPU, its memory's peak as the driver reports it (0: unknown).
+  double membw_gbps = 0.0;
+  bool device_peak = false;    // membw_gbps is a GPU's memory peak, not a host reading
   double load_seconds = 0.0;
   uint64_t peak_rss_bytes = 0;  // VmHWM over the load and every test of this engine
 

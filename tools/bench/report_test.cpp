@@ -67,6 +67,23 @@ TEST(BenchReport, MarkdownAndCsvCarryTheSameRow) {
   EXPECT_NE(csv.find("\"cpu-avx2\",2,0,64,"), std::string::npos) << csv;
 }
 
+// A GPU row's bound is the device's memory peak, said so in both outputs; an unknown peak
+// leaves the fraction out rather than comparing with the host.
+TEST(BenchReport, AGpuRowIsComparedWithItsDevicePeak) {
+  Row r = decode_row();
+  r.backend = "cuda:0";
+  r.device_peak = true;
+  r.membw_gbps = 3352.3;
+  r.bytes_per_token = 800'000'000;  // 12 tokens/s: 9.6 GB/s
+  const std::string md = format_rows({r}, "md");
+  EXPECT_NE(md.find("| 9.6 | 0% of 3352.3 peak |"), std::string::npos) << md;
+  const auto j = nlohmann::json::parse(format_rows({r}, "json"));
+  EXPECT_EQ(j[0]["membw_source"], "device peak");
+  EXPECT_EQ(nlohmann::json::parse(format_rows({decode_row()}, "json"))[0]["membw_source"], "host read");
+  r.membw_gbps = 0.0;
+  EXPECT_NE(format_rows({r}, "md").find("| 9.6 |  |"), std::string::npos);
+}
+
 TEST(BenchMembw, MeasuresAPositiveBandwidth) {
   const double gbps = measure_read_bandwidth(1, size_t{16} << 20, 2);
   EXPECT_GT(gbps, 0.1);

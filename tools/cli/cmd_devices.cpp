@@ -22,7 +22,8 @@ nlohmann::json to_json(const DeviceDescription& d) {
   nlohmann::json j = {{"id", d.id}, {"backend", d.backend}, {"index", d.index}, {"name", d.name},
                       {"vendor", d.vendor}, {"driver_version", d.driver_version},
                       {"api_version", d.api_version}, {"memory_bytes", d.memory_bytes},
-                      {"max_alloc_bytes", d.max_alloc_bytes}, {"compute_units", d.compute_units},
+                      {"max_alloc_bytes", d.max_alloc_bytes}, {"memory_bandwidth_gbs", d.memory_bandwidth_gbs},
+                      {"compute_units", d.compute_units},
                       {"int8_dot", d.int8_dot}, {"fp16", d.fp16}, {"subgroups", d.subgroups},
                       {"subgroup_size", d.subgroup_size}, {"features", d.features},
                       {"is_gpu", d.is_gpu}, {"is_software", d.is_software}, {"is_fake", d.is_fake}};
@@ -66,7 +67,8 @@ int run(const DevicesFlags& f) {
                  d.is_fake ? " (fake)" : "");
       fmt::print("      vendor {} | driver {} | api {}\n", d.vendor.empty() ? "-" : d.vendor,
                  d.driver_version.empty() ? "-" : d.driver_version, d.api_version.empty() ? "-" : d.api_version);
-      fmt::print("      memory {} | max buffer {} | compute units {}\n", mib(d.memory_bytes),
+      fmt::print("      memory {}{} | max buffer {} | compute units {}\n", mib(d.memory_bytes),
+                 d.memory_bandwidth_gbs > 0 ? fmt::format(" ({:.0f} GB/s peak)", d.memory_bandwidth_gbs) : "",
                  mib(d.max_alloc_bytes), d.compute_units);
       fmt::print("      int8 dot {} | fp16 {} | subgroups {}{}\n", yes_no(d.int8_dot), yes_no(d.fp16),
                  yes_no(d.subgroups), d.subgroup_size ? fmt::format(" ({})", d.subgroup_size) : "");

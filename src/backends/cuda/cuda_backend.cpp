@@ -1,4 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
+#if BITNET_HIP
+#include "backends/cuda/hip_backend.h"  // the registry's declarations, checked against these
+#endif
 
 #include <fmt/format.h>
 

@@ -19,7 +19,7 @@ Status cuda_status(cudaError_t err, std::string_view what) {
     case cudaErrorLaunchFailure:
     case cudaErrorLaunchTimeout:
     case cudaErrorECCUncorrectable:
-#if !BITNET_HIP  // HIP folds these into the four above
+#if !BITNET_HIP  // CUDA's only (ROCm usually aborts the process on a GPU memory fault instead)
     case cudaErrorIllegalInstruction:
     case cudaErrorMisalignedAddress:
     case cudaErrorInvalidAddressSpace:

@@ -1,4 +1,7 @@
 #include "backends/cuda/cuda_probe.h"
+#if BITNET_HIP
+#include "backends/cuda/hip_backend.h"  // the registry's declarations, checked against these
+#endif
 
 #include <fmt/format.h>
 
@@ -26,12 +29,19 @@ bool gfx_has_sdot4(const std::string& arch) {
   return std::find(std::begin(kWith), std::end(kWith), arch) != std::end(kWith);
 }
 
+// Architectures whose GPUs all carry HBM (Vega 20, CDNA 1-3).
+bool gfx_has_hbm(const std::string& arch) {
+  static constexpr std::string_view kHbm[] = {"gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942"};
+  return std::find(std::begin(kHbm), std::end(kHbm), arch) != std::end(kHbm);
+}
+
 // Whether this build holds code objects for `arch` (CMake's BITNET_HIP_ARCHS, ','-separated here).
 bool built_for(const std::string& arch) {
   const std::string_view list = BITNET_HIP_ARCHS;
   for (size_t at = 0; at <= list.size();) {
     const size_t end = std::min(list.find(',', at), list.size());
-    if (list.substr(at, end - at) == arch) return true;
+    const std::string entry(list.substr(at, end - at));
+    if (gfx_arch(entry.c_str()) == arch) return true;  // "gfx90a:xnack+" builds for gfx90a
     at = end + 1;
   }
   return false;
@@ -90,7 +100,7 @@ hal::BackendProbe probe() {
     // ROCm numbers its versions major * 10^7 + minor * 10^5 + patch; the architecture
     // ("gfx90a:sramecc+:xnack-") stands where CUDA has a compute capability.
     d.vendor = "AMD";
-    d.driver_version = fmt::format("{}.{}", driver_version / 10000000, driver_version / 100000 % 100);
+    d.driver_version = "";  // hipDriverGetVersion answers the HIP version, not the amdgpu driver's
     d.api_version = fmt::format("HIP runtime {}.{}", runtime_version / 10000000, runtime_version / 100000 % 100);
     d.compute_capability = gfx_arch(prop.gcnArchName);
     d.int8_dot = gfx_has_sdot4(d.compute_capability);
@@ -102,6 +112,17 @@ hal::BackendProbe probe() {
     d.compute_capability = fmt::format("{}.{}", prop.major, prop.minor);
     d.int8_dot = prop.major > 6 || (prop.major == 6 && prop.minor >= 1);  // dp4a from sm_61
     d.fp16 = prop.major >= 6;
+#endif
+    // The memory's peak as the kernel benchmark computes it: double data rate x bus width.
+    int clock_khz = 0, bus_bits = 0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, i) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, i) == cudaSuccess) {
+      d.memory_bandwidth_gbs = peak_bandwidth_gbs(clock_khz, bus_bits);
+    }
+#if BITNET_HIP
+    // The formula holds for HBM (the Instinct and Vega 20 architectures); for GDDR6 ROCm is said
+    // to report a clock that is not the data rate's half, so the peak is left unknown there.
+    if (!gfx_has_hbm(d.compute_capability)) d.memory_bandwidth_gbs = 0.0;
 #endif
     d.is_gpu = true;
     p.devices.push_back(std::move(d));

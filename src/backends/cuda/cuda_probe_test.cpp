@@ -132,6 +132,15 @@ TEST(CudaUpload, PinnedStagingFallsBackWithoutADriver) {
 }
 #endif
 
+// The memory's peak from the runtime's attributes: an H100 SXM (HBM3, 2619 MHz x 5120 bits)
+// and an A100 40 GB (1215 MHz x 5120 bits), as NVIDIA quotes them; unknown stays 0.
+TEST(CudaProbe, PeakBandwidthFromClockAndBusWidth) {
+  EXPECT_NEAR(peak_bandwidth_gbs(2619000, 5120), 3352.3, 0.1);
+  EXPECT_NEAR(peak_bandwidth_gbs(1215000, 5120), 1555.2, 0.1);
+  EXPECT_EQ(peak_bandwidth_gbs(0, 5120), 0.0);
+  EXPECT_EQ(peak_bandwidth_gbs(1215000, 0), 0.0);
+}
+
 #if BITNET_HIP
 // A device runs where the build holds its architecture's code objects (the gcnArchName's
 // feature suffix does not matter); elsewhere the reason names the architecture and the fix.

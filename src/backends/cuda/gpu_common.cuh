@@ -61,6 +61,8 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // The error of the launch just made (configuration errors; faults surface at the next sync).
+// Call it right after each launch, before any other runtime call: before ROCm 7,
+// hipGetLastError answers the status of the last HIP call, not the first error not yet read.
 inline GpuError launch_status() { return gpuGetLastError(); }
 
 }  // namespace bitnet::cuda
