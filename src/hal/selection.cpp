@@ -35,9 +35,11 @@ Result<SelectionPlan> plan_selection(const std::vector<BackendProbe>& probes,
     return invalid_argument(fmt::format(
         "unknown GPU backend '{}' (expected cuda, hip, vulkan or opencl)", r.gpu_backend));
   }
+  const bool explicit_backend = r.device != "auto" && r.device != "gpu" && r.device != "cpu";
   SelectionPlan plan;
   const DeviceInfo* cpu = nullptr;
   std::vector<const DeviceInfo*> gpus;
+  std::vector<std::string> reasons;  // of the backends a failed GPU request names: the one asked for, or all
   for (const BackendProbe& p : probes) {
     // The CPU is always there; it is unavailable only when the requested kernel set is not.
     if (!p.available && p.backend == "cpu") return invalid_argument("cpu: " + p.reason);
@@ -48,6 +50,7 @@ Result<SelectionPlan> plan_selection(const std::vector<BackendProbe>& probes,
     const bool has_fakes = std::any_of(p.devices.begin(), p.devices.end(), [](const DeviceInfo& d) { return d.is_fake; });
     if (!p.available && p.backend != "cpu" && !has_fakes) {
       plan.notes.push_back(fmt::format("{}: {}", p.backend, p.compiled ? p.reason : "not compiled in"));
+      if (!explicit_backend || p.backend == r.device) reasons.push_back(plan.notes.back());
     }
     for (const DeviceInfo& d : p.devices) {
       plan.detected.push_back(d.id);
@@ -61,7 +64,6 @@ Result<SelectionPlan> plan_selection(const std::vector<BackendProbe>& probes,
   if (cpu == nullptr) return internal_error("the CPU backend is missing from the probe");
 
   // GPU candidates for this request, best first.
-  const bool explicit_backend = r.device != "auto" && r.device != "gpu" && r.device != "cpu";
   std::vector<const DeviceInfo*> picked;
   if (r.device != "cpu") {
     for (const DeviceInfo* d : gpus) {
@@ -83,11 +85,6 @@ Result<SelectionPlan> plan_selection(const std::vector<BackendProbe>& probes,
     std::string why = fmt::format("no {} device{}{}", r.device == "gpu" ? "GPU" : r.device,
                                   r.gpu_backend.empty() ? "" : " of backend " + r.gpu_backend,
                                   r.gpu_device < 0 ? "" : fmt::format(" with index {}", r.gpu_device));
-    // An explicit backend's own reason; for `gpu`, every GPU backend's.
-    std::vector<std::string> reasons;
-    for (const std::string& n : plan.notes) {
-      if (!explicit_backend || n.rfind(r.device + ":", 0) == 0) reasons.push_back(n);
-    }
     if (!reasons.empty()) why += fmt::format(" ({})", fmt::join(reasons, "; "));
     if (r.strict) return unavailable(why + "; strict mode forbids falling back to the CPU");
     plan.notes.insert(plan.notes.begin(), why);
