@@ -1,12 +1,12 @@
 #include "backends/cuda/cuda_backend.h"
-#if BITNET_HIP
-#include "backends/cuda/hip_backend.h"  // the registry's declarations, checked against these
-#endif
 
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_backend_impl.h"
-#include "backends/cuda/cuda_probe.h"
+#if BITNET_HIP
+#include "backends/cuda/cuda_probe.h"   // hip_arch_refusal
+#include "backends/cuda/hip_backend.h"  // the registry's declarations, checked against these
+#endif
 
 namespace bitnet::cuda {
 

@@ -99,16 +99,16 @@ double bench_w2a8(const char* name, int64_t n_rows, int64_t n_cols, int iters, c
   DeviceMem dw(words.size() * 4 * n_copies), ds(scales.size() * 4 * n_copies), dq(q.size()), dsum(sums.size() * 4),
       dact(4), dy(static_cast<size_t>(n_rows) * 4);
   for (int c = 0; c < n_copies; ++c) {
-    (void)cudaMemcpy(dw.as<uint32_t>() + c * words.size(), words.data(), words.size() * 4, cudaMemcpyHostToDevice);
-    (void)cudaMemcpy(ds.as<float>() + c * scales.size(), scales.data(), scales.size() * 4, cudaMemcpyHostToDevice);
+    ok(cudaMemcpy(dw.as<uint32_t>() + c * words.size(), words.data(), words.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    ok(cudaMemcpy(ds.as<float>() + c * scales.size(), scales.data(), scales.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   }
   const float s = 12.7f;
-  (void)cudaMemcpy(dq.p, q.data(), q.size(), cudaMemcpyHostToDevice);
-  (void)cudaMemcpy(dsum.p, sums.data(), sums.size() * 4, cudaMemcpyHostToDevice);
-  (void)cudaMemcpy(dact.p, &s, 4, cudaMemcpyHostToDevice);
+  ok(cudaMemcpy(dq.p, q.data(), q.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  ok(cudaMemcpy(dsum.p, sums.data(), sums.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  ok(cudaMemcpy(dact.p, &s, 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   const double us = time_us(iters, n_copies, [&](int c) {
     const W2cView w{dw.as<uint32_t>() + c * words.size(), ds.as<float>() + c * scales.size(), n_rows, n_cols, n_cols};
-    (void)w2a8_gemv(w, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, dy.as<float>(), nullptr);
+    ok(w2a8_gemv(w, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, dy.as<float>(), nullptr), "w2a8_gemv");
   });
   report(name, n_rows, n_cols, "I2_S", w_bytes + n_cols + n_rows * 4, us, d);
   return us;
@@ -123,11 +123,11 @@ double bench_f16(const char* name, int64_t n_rows, int64_t n_cols, int iters, co
   const auto w_bytes = static_cast<int64_t>(w.size() * 2);
   const int n_copies = copies_for(w_bytes, d);
   DeviceMem dw(w.size() * 2 * n_copies), dx(x.size() * 4), dy(static_cast<size_t>(n_rows) * 4);
-  for (int c = 0; c < n_copies; ++c) (void)cudaMemcpy(dw.as<uint16_t>() + c * w.size(), w.data(), w.size() * 2, cudaMemcpyHostToDevice);
-  (void)cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  for (int c = 0; c < n_copies; ++c) ok(cudaMemcpy(dw.as<uint16_t>() + c * w.size(), w.data(), w.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+  ok(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   const double us = time_us(iters, n_copies, [&](int c) {
     const FloatWeightView v{FloatFormat::kF16, dw.as<uint16_t>() + c * w.size(), nullptr, n_rows, n_cols};
-    (void)matmul_float(v, dx.as<float>(), 1, dy.as<float>(), nullptr);
+    ok(matmul_float(v, dx.as<float>(), 1, dy.as<float>(), nullptr), "matmul_float");
   });
   report(name, n_rows, n_cols, "F16", w_bytes + n_cols * 4 + n_rows * 4, us, d);
   return us;

@@ -113,17 +113,19 @@ hal::BackendProbe probe() {
     d.int8_dot = prop.major > 6 || (prop.major == 6 && prop.minor >= 1);  // dp4a from sm_61
     d.fp16 = prop.major >= 6;
 #endif
-    // The memory's peak as the kernel benchmark computes it: double data rate x bus width.
+    // The memory's peak as the kernel benchmark computes it: double data rate x bus width. On
+    // AMD only for HBM (the Instinct and Vega 20 architectures): for GDDR6 ROCm is said to report
+    // a clock that is not the data rate's half, so the peak is left unknown there.
+#if BITNET_HIP
+    const bool peak_known = gfx_has_hbm(d.compute_capability);
+#else
+    const bool peak_known = true;
+#endif
     int clock_khz = 0, bus_bits = 0;
-    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, i) == cudaSuccess &&
+    if (peak_known && cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, i) == cudaSuccess &&
         cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, i) == cudaSuccess) {
       d.memory_bandwidth_gbs = peak_bandwidth_gbs(clock_khz, bus_bits);
     }
-#if BITNET_HIP
-    // The formula holds for HBM (the Instinct and Vega 20 architectures); for GDDR6 ROCm is said
-    // to report a clock that is not the data rate's half, so the peak is left unknown there.
-    if (!gfx_has_hbm(d.compute_capability)) d.memory_bandwidth_gbs = 0.0;
-#endif
     d.is_gpu = true;
     p.devices.push_back(std::move(d));
   }
