@@ -5,7 +5,7 @@
 //   auto b = (*model)->open_session();
 //   std::vector<int32_t> prompt = (*model)->tokenize("Once upon a time", true, false);
 //   std::vector<bitnet::Model::StepInput> batch = {{&*a, prompt}, {&*b, prompt}};
-//   auto logits = (*model)->step(batch);          // one forward pass over both
+//   auto out = (*model)->step(batch);             // one forward pass over both: out[i].logits
 //
 // `Model` owns the weights (resident on the chosen device), the tokenizer and the KV cache.
 // With `EngineOptions::kv_block > 0` the cache is a pool of fixed-size blocks shared by every
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bitnet/devices.h"
+#include "bitnet/sampling.h"
 #include "bitnet/status.h"
 
 namespace bitnet {
@@ -132,12 +133,22 @@ class Model {
   struct StepInput {
     Session* session;
     std::span<const int32_t> tokens;  // appended at the session's end
+    // What comes back of the last token's logits: the whole row (top == 0, StepOutput::logits),
+    // or its `top` largest logits with their ids (ties go to the lower ids; in any order) and
+    // then the logits of the ids in `also` (StepOutput::top). That part is what a top-k sampler
+    // needs, and a GPU backend selects it on the device instead of copying the row back.
+    int32_t top = 0;
+    std::span<const int32_t> also = {};
+  };
+  struct StepOutput {
+    std::vector<float> logits;    // [n_vocab], when the entry's top == 0
+    std::vector<TokenLogit> top;  // when top > 0: min(top, n_vocab) entries, then `also`'s
   };
   // One forward pass over the new tokens of several sessions of this model (each at most
-  // once; prefill chunks and decode tokens mixed, each at its own positions): the logits of
-  // each entry's last token, in order. Nothing changes when it fails (a closed session or one
-  // of another model: kInvalidArgument; too few free blocks or a full context: kOutOfRange).
-  Result<std::vector<std::vector<float>>> step(std::span<const StepInput> batch);
+  // once; prefill chunks and decode tokens mixed, each at its own positions): each entry's
+  // last logits, in order. Nothing changes when it fails (a closed session or one of another
+  // model: kInvalidArgument; too few free blocks or a full context: kOutOfRange).
+  Result<std::vector<StepOutput>> step(std::span<const StepInput> batch);
   int64_t free_kv_positions() const;  // positions of blocks no session holds
 
  protected:

@@ -15,4 +15,10 @@ struct SamplingParams {
   uint64_t seed = 0;           // same seed, same output
 };
 
+// A token id and its logit: one entry of part of a logits row (Model::StepInput::top).
+struct TokenLogit {
+  int32_t id = 0;
+  float logit = 0.0f;
+};
+
 }  // namespace bitnet

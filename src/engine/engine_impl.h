@@ -175,7 +175,16 @@ struct EngineCore {
   // the recovery rules: out of memory -> free scratch and retry once; then, or when the
   // device is lost, the next device.
   Status compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> out) {
-    const auto once = [&] { return guard_alloc("computing", [&] { return backend->compute(graph, tokens, out); }); };
+    return recovering([&] { return backend->compute(graph, tokens, out); });
+  }
+  // The same for part of each logits row (Backend::compute_top).
+  Status compute_top(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<const hal::TopRequest> req,
+                     std::vector<std::vector<hal::TokenLogit>>& out) {
+    return recovering([&] { return backend->compute_top(graph, tokens, req, out); });
+  }
+  template <class Run>
+  Status recovering(const Run& run) {
+    const auto once = [&] { return guard_alloc("computing", run); };
     Status s = once();
     if (s.code() == StatusCode::kOutOfMemory) {
       log(fmt::format("{}: out of memory, freeing scratch and retrying", device().id));
@@ -274,10 +283,29 @@ struct EngineCore {
     return run(batch[0].seq, batch[0].tokens, false, logits);
   }
 
+  // A step that gives back part of each entry's last logits row (hal/top.h), selected by the
+  // backend (on the device where it can). A plain cache runs step() and selects on the host.
+  Status step_top(std::span<const SeqTokens> batch, std::span<const hal::TopRequest> req,
+                  std::vector<std::vector<hal::TokenLogit>>& out) {
+    if (req.size() != batch.size()) return internal_error("a top request per entry");
+    if (kv_block > 0) {
+      std::vector<float> unused;
+      return forward(batch, false, unused, req, &out);
+    }
+    std::vector<float> logits;
+    BITNET_RETURN_IF_ERROR(step(batch, logits));
+    out.resize(1);
+    hal::select_top(logits, req[0], out[0]);
+    return {};
+  }
+
   // One forward pass over the paged cache: each entry's tokens appended to its sequence.
   // logits: each entry's last row ([n_entries][n_vocab]), or every row of the single entry
   // when all_rows. Blocks are taken from the pool first and given back if the pass fails.
-  Status forward(std::span<const SeqTokens> batch, bool all_rows, std::vector<float>& logits) {
+  // With top_out, each entry's row comes back as select_top(row, top[i]) instead (logits stays
+  // empty).
+  Status forward(std::span<const SeqTokens> batch, bool all_rows, std::vector<float>& logits,
+                 std::span<const hal::TopRequest> top = {}, std::vector<std::vector<hal::TokenLogit>>* top_out = nullptr) {
     BITNET_RETURN_IF_ERROR(usable());
     BITNET_RETURN_IF_ERROR(check_step(batch));
     const int64_t n_vocab = model.config().n_vocab;
@@ -320,13 +348,14 @@ struct EngineCore {
     hal::Graph graph = model.build_graph(n, 0, all_rows ? std::span<const int32_t>{} : std::span<const int32_t>(out_rows));
     graph.kv = std::move(map);
     Status s = guard_alloc("allocating the logits", [&]() -> Status {
-      logits.assign(static_cast<size_t>((all_rows ? n : static_cast<int64_t>(batch.size())) * n_vocab), 0.0f);
+      if (top_out == nullptr) logits.assign(static_cast<size_t>((all_rows ? n : static_cast<int64_t>(batch.size())) * n_vocab), 0.0f);
       return {};
     });
-    if (s.ok()) s = compute(graph, tokens, logits);
+    const auto pass = [&] { return top_out != nullptr ? compute_top(graph, tokens, top, *top_out) : compute(graph, tokens, logits); };
+    if (s.ok()) s = pass();
     if (s.code() == StatusCode::kOutOfMemory || s.code() == StatusCode::kDeviceLost) {
       s = fall_back(s);
-      if (s.ok()) s = compute(graph, tokens, logits);
+      if (s.ok()) s = pass();
     }
     if (!s.ok()) {
       for (const auto& [id, had] : taken) {

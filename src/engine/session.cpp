@@ -70,19 +70,38 @@ Result<Session> Model::open_session() {
   return Session(core_, seq);
 }
 
-Result<std::vector<std::vector<float>>> Model::step(std::span<const StepInput> batch) {
+Result<std::vector<Model::StepOutput>> Model::step(std::span<const StepInput> batch) {
   std::vector<EngineCore::SeqTokens> seqs;
   seqs.reserve(batch.size());
+  size_t n_top = 0;
   for (const StepInput& in : batch) {
     if (in.session == nullptr || !in.session->is_open()) return closed_session();
     if (in.session->core_.lock() != core_) return invalid_argument("the session belongs to another model");
+    if (in.top < 0) return invalid_argument("a negative top count");
     seqs.push_back({in.session->seq_, in.tokens});
+    n_top += in.top > 0 ? 1 : 0;
+  }
+  std::vector<StepOutput> out(batch.size());
+  std::vector<hal::TopRequest> req(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) req[i] = {batch[i].top, {batch[i].also.begin(), batch[i].also.end()}};
+  if (n_top == batch.size() && !batch.empty()) {
+    // Every entry wants part of its row: the backend selects it.
+    std::vector<std::vector<hal::TokenLogit>> top;
+    BITNET_RETURN_IF_ERROR(core_->step_top(seqs, req, top));
+    for (size_t i = 0; i < batch.size(); ++i) out[i].top = std::move(top[i]);
+    return out;
   }
   std::vector<float> flat;
   BITNET_RETURN_IF_ERROR(core_->step(seqs, flat));
   const auto n_vocab = static_cast<size_t>(core_->model.config().n_vocab);
-  std::vector<std::vector<float>> out(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) out[i].assign(flat.begin() + i * n_vocab, flat.begin() + (i + 1) * n_vocab);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const std::span<const float> row = std::span<const float>(flat).subspan(i * n_vocab, n_vocab);
+    if (batch[i].top > 0) {
+      hal::select_top(row, req[i], out[i].top);
+    } else {
+      out[i].logits.assign(row.begin(), row.end());
+    }
+  }
   return out;
 }
 

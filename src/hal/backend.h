@@ -11,6 +11,7 @@
 
 #include "bitnet/status.h"
 #include "hal/ops.h"
+#include "hal/top.h"
 
 namespace bitnet::hal {
 
@@ -62,6 +63,13 @@ class Backend {
   // (graph.acts[graph.logits], row-major) into `logits`, which must be exactly that size.
   virtual Status compute(const Graph& graph, std::span<const int32_t> tokens,
                          std::span<float> logits) = 0;
+  // As compute(), but only part of each logits row comes back: out[r] = select_top(row r,
+  // req[r]) (hal/top.h; the top entries in any order). A GPU backend selects them on the
+  // device; by default the whole rows are computed into host memory and selected there.
+  virtual Status compute_top(const Graph& graph, std::span<const int32_t> tokens, std::span<const TopRequest> req,
+                             std::vector<std::vector<TokenLogit>>& out) {
+    return compute_then_select(graph, tokens, req, out);
+  }
   // Names of the kernels that have run so far (for receipts), e.g. "matmul_w2a8_scalar".
   virtual std::vector<std::string> kernels_used() const = 0;
 
@@ -73,6 +81,11 @@ class Backend {
   // Frees scratch memory (activation buffers, pooled buffers) after an out-of-memory error;
   // weights and the KV cache stay. The next compute() allocates what it needs again.
   virtual void release_scratch() {}
+
+ protected:
+  // compute_top() on the host: compute() into a buffer, then select_top() per row.
+  Status compute_then_select(const Graph& graph, std::span<const int32_t> tokens, std::span<const TopRequest> req,
+                             std::vector<std::vector<TokenLogit>>& out);
 };
 
 }  // namespace bitnet::hal

@@ -1,6 +1,7 @@
 #include "model/sampler.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <unordered_set>
 
@@ -27,6 +28,20 @@ void softmax_sorted(std::vector<Candidate>& c, float temperature) {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
+// The distinct ids of the penalty's window (the last repeat_last_n tokens, all when < 0), or
+// none when there is no penalty.
+std::vector<int32_t> Sampler::penalized(std::span<const int32_t> history) const {
+  if (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0) return {};
+  const size_t n = params_.repeat_last_n < 0 ? history.size()
+                                             : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
+  std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+  std::vector<int32_t> ids(seen.begin(), seen.end());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+float Sampler::penalize(float l) const { return l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty; }
+
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   const bool penalty = params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0;
   if (params_.temperature <= 0.0f && !penalty && !logits.empty()) {
@@ -40,22 +55,43 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   }
   cand_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
-
-  if (penalty) {
-    const size_t n = params_.repeat_last_n < 0
-                         ? history.size()
-                         : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
-    std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
-    for (int32_t id : seen) {
-      if (id < 0 || static_cast<size_t>(id) >= cand_.size()) continue;
-      float& l = cand_[static_cast<size_t>(id)].logit;
-      l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
-    }
+  for (int32_t id : penalized(history)) {
+    if (id < 0 || static_cast<size_t>(id) >= cand_.size()) continue;
+    float& l = cand_[static_cast<size_t>(id)].logit;
+    l = penalize(l);
   }
+  return draw();
+}
 
+std::optional<hal::TopRequest> Sampler::wants(std::span<const int32_t> history) const {
+  const bool greedy = params_.temperature <= 0.0f;
+  if (!greedy && params_.top_k <= 0) return std::nullopt;
+  hal::TopRequest req;
+  req.also = penalized(history);
+  const int64_t k = (greedy ? 1 : static_cast<int64_t>(params_.top_k)) + static_cast<int64_t>(req.also.size());
+  req.k = static_cast<int32_t>(std::min<int64_t>(k, INT32_MAX));
+  return req;
+}
+
+int32_t Sampler::sample_top(std::span<const hal::TokenLogit> part, std::span<const int32_t> history) {
+  // The entries by id (an `also` id may be among the top ones too), then the penalty.
+  cand_.clear();
+  for (const hal::TokenLogit& t : part) cand_.push_back({t.id, t.logit, 0.0f});
+  std::sort(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  cand_.erase(std::unique(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) { return a.id == b.id; }),
+              cand_.end());
+  for (int32_t id : penalized(history)) {
+    const auto it = std::lower_bound(cand_.begin(), cand_.end(), id, [](const Candidate& c, int32_t v) { return c.id < v; });
+    if (it != cand_.end() && it->id == id) it->logit = penalize(it->logit);
+  }
+  if (cand_.empty()) return 0;
+  return draw();
+}
+
+int32_t Sampler::draw() {
   if (params_.temperature <= 0.0f) {
     const auto best = std::max_element(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) {
-      return a.logit < b.logit;  // first maximum = lowest id on ties
+      return a.logit != b.logit ? a.logit < b.logit : a.id > b.id;  // the lowest id of the maxima
     });
     return best->id;
   }

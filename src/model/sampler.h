@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
 
 #include "bitnet/sampling.h"
+#include "hal/top.h"
 
 namespace bitnet {
 
@@ -19,6 +21,16 @@ class Sampler {
   // `history`: the tokens so far (prompt and generated), for the repetition penalty.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
+  // The part of the logits row that sample_top() needs to draw what sample() would, with the
+  // same state: the top_k + P largest logits and the P penalized ids' logits (P = the distinct
+  // ids of the penalty's window; a penalty lowers or raises only those, so the top_k after it
+  // lie among them). Greedy takes top_k = 1. None when the whole row is needed (top-k off
+  // while sampling).
+  std::optional<hal::TopRequest> wants(std::span<const int32_t> history) const;
+  // sample() from a row's select_top(wants(history)) (the top entries in any order): the same
+  // token, and the generator advanced alike.
+  int32_t sample_top(std::span<const hal::TokenLogit> part, std::span<const int32_t> history);
+
  private:
   struct Candidate {
     int32_t id;
@@ -28,6 +40,10 @@ class Sampler {
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<Candidate> cand_;
+
+  std::vector<int32_t> penalized(std::span<const int32_t> history) const;
+  float penalize(float logit) const;
+  int32_t draw();  // top-k (cand_ holds more than top_k), top-p, min-p, temperature, the draw
 };
 
 }  // namespace bitnet

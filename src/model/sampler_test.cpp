@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 
 namespace bitnet {
 namespace {
@@ -125,6 +127,58 @@ TEST(Sampler, TemperatureFlattensTheDistribution) {
   }
   EXPECT_GT(hot, 800);   // ~ 0.475 * 2000
   EXPECT_LT(cold, 10);   // ~ 4.5e-5 * 2000
+}
+
+// sample_top() on select_top(wants()) draws what sample() draws on the whole row, token after
+// token with one generator each, over random logits with many ties, every penalty window and
+// sampling setting: the top-k after a penalty lie among the top_k + P before it and the P
+// penalized ids.
+TEST(Sampler, TheTopPartOfTheRowDrawsWhatTheWholeRowDraws) {
+  uint32_t x = 777;
+  const auto next = [&] { return x = x * 1664525u + 1013904223u; };
+  for (int trial = 0; trial < 120; ++trial) {
+    SamplingParams p;
+    p.temperature = trial % 5 == 0 ? 0.0f : 0.3f + static_cast<float>(trial % 7) * 0.3f;
+    p.top_k = 1 + static_cast<int32_t>(next() % 60);
+    p.top_p = trial % 3 == 0 ? 1.0f : 0.9f;
+    p.min_p = trial % 4 == 0 ? 0.0f : 0.05f;
+    p.repeat_penalty = trial % 6 == 1 ? 1.0f : (trial % 2 == 0 ? 1.3f : 0.8f);  // < 1 raises the repeated ids
+    p.repeat_last_n = trial % 8 == 3 ? -1 : static_cast<int32_t>(next() % 70);
+    p.seed = trial;
+    Sampler whole(p), part(p);
+    const int n_vocab = 50 + static_cast<int>(next() % 400);
+    std::vector<int32_t> history;
+    for (int step = 0; step < 12; ++step) {
+      std::vector<float> logits(static_cast<size_t>(n_vocab));
+      for (float& l : logits) l = static_cast<float>(static_cast<int>(next() >> 24) % 24 - 12) * 0.25f;  // ties
+      const std::optional<hal::TopRequest> req = part.wants(history);
+      ASSERT_TRUE(req.has_value());
+      std::vector<hal::TokenLogit> top;
+      hal::select_top(logits, *req, top);
+      std::reverse(top.begin(), top.end());  // any order
+      const int32_t a = whole.sample(logits, history);
+      const int32_t b = part.sample_top(top, history);
+      ASSERT_EQ(a, b) << "trial " << trial << " step " << step;
+      history.push_back(a);
+      history.push_back(static_cast<int32_t>(next() % static_cast<uint32_t>(n_vocab)));
+    }
+  }
+}
+
+TEST(Sampler, SamplingWithTopKOffWantsTheWholeRow) {
+  SamplingParams p;
+  p.top_k = 0;
+  EXPECT_FALSE(Sampler(p).wants({}).has_value());
+  p.temperature = 0.0f;  // greedy: the largest logit only
+  const std::optional<hal::TopRequest> req = Sampler(p).wants({});
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->k, 1);
+  EXPECT_TRUE(req->also.empty());
+  p.repeat_penalty = 1.1f;
+  const std::vector<int32_t> history = {5, 9, 5, 2};
+  const std::optional<hal::TopRequest> pen = Sampler(p).wants(history);
+  EXPECT_EQ(pen->k, 4);  // 1 + the three distinct ids
+  EXPECT_EQ(pen->also, (std::vector<int32_t>{2, 5, 9}));
 }
 
 }  // namespace

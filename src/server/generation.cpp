@@ -64,7 +64,22 @@ void Generation::cancel() {
   if (!finished_) finish("cancelled");
 }
 
+const std::optional<hal::TopRequest>& Generation::wants() {
+  wants_ = sampler_.wants(history_);
+  return wants_;
+}
+
 std::optional<int32_t> Generation::next(std::span<const float> logits) {
+  return next_token([&] { return sampler_.sample(logits, history_); });
+}
+
+std::optional<int32_t> Generation::next(const Model::StepOutput& out) {
+  if (!out.logits.empty()) return next(out.logits);
+  return next_token([&] { return sampler_.sample_top(out.top, history_); });
+}
+
+template <class Sample>
+std::optional<int32_t> Generation::next_token(const Sample& sample) {
   if (finished_) return std::nullopt;
   if (client_gone_) {
     finish("cancelled");
@@ -74,7 +89,7 @@ std::optional<int32_t> Generation::next(std::span<const float> logits) {
     finish("length");
     return std::nullopt;
   }
-  const int32_t id = sampler_.sample(logits, history_);
+  const int32_t id = sample();
   if (model_.is_end_of_generation(id)) {
     finish("stop");
     return std::nullopt;

@@ -36,11 +36,18 @@ class Generation {
   // The logits after the last evaluated token: the next token to evaluate, or nothing when
   // the generation has finished (result().finish_reason says why).
   std::optional<int32_t> next(std::span<const float> logits);
+  // The same from a step's output: the whole row, or the part of it that wants() asked for.
+  std::optional<int32_t> next(const Model::StepOutput& out);
+  // The part of the next logits row the sampler needs (Model::StepInput::top and also; valid
+  // until the next call of next()), or none when it needs the whole row.
+  const std::optional<hal::TopRequest>& wants();
   void cancel();  // finishes as "cancelled" (nothing more is streamed)
   bool finished() const { return finished_; }
   GenerationResult& result() { return r_; }
 
  private:
+  template <class Sample>
+  std::optional<int32_t> next_token(const Sample& sample);
   void flush(bool final);
   void finish(const char* reason);
 
@@ -51,6 +58,7 @@ class Generation {
   std::function<bool(std::string_view)> on_text_;
   std::vector<int32_t> history_;
   Sampler sampler_;
+  std::optional<hal::TopRequest> wants_;
   GenerationResult r_;
   size_t sent_ = 0;
   bool finished_ = false;

@@ -173,7 +173,20 @@ bool Scheduler::step() {
     budget -= n;
   }
   if (batch.empty()) return false;
-  Result<std::vector<std::vector<float>>> logits = model_.step(batch);
+  // An entry whose step ends its prompt or decodes samples next: only the part of the row its
+  // sampler needs comes back (selected on the device by a GPU backend); mid-prompt chunks'
+  // rows are not used, so they take the smallest part.
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const bool samples = chunk[i] == 0 || who[i]->prefilled + chunk[i] >= static_cast<int64_t>(who[i]->job->prompt.size());
+    const std::optional<hal::TopRequest>* want = samples ? &who[i]->gen->wants() : nullptr;
+    if (want == nullptr) {
+      batch[i].top = 1;
+    } else if (want->has_value()) {
+      batch[i].top = (*want)->k;
+      batch[i].also = (*want)->also;
+    }
+  }
+  Result<std::vector<Model::StepOutput>> logits = model_.step(batch);
   if (!logits.ok() && logits.status().code() == StatusCode::kOutOfRange) {
     if (evict_one()) return true;  // room from a cached sequence; try again
     // No room left: the request that came last ends here, as a full context does.

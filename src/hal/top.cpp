@@ -1,0 +1,53 @@
+#include "hal/top.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "hal/backend.h"
+
+namespace bitnet::hal {
+
+void select_top(std::span<const float> row, const TopRequest& req, std::vector<TokenLogit>& out) {
+  const auto n = static_cast<int64_t>(row.size());
+  const auto k = static_cast<size_t>(std::max<int64_t>(0, top_count(req, n)));
+  out.clear();
+  out.reserve(k + req.also.size());
+  if (k > 0) {
+    // A bounded heap of the best k so far, its worst entry at the front: one pass over the
+    // row, no copy of it (a 128K row, k = 40).
+    const auto worse = [](const TokenLogit& a, const TokenLogit& b) { return ranks_before(a, b); };
+    for (int64_t i = 0; i < n; ++i) {
+      const TokenLogit c{static_cast<int32_t>(i), row[static_cast<size_t>(i)]};
+      if (out.size() < k) {
+        out.push_back(c);
+        std::push_heap(out.begin(), out.end(), worse);
+      } else if (ranks_before(c, out.front())) {
+        std::pop_heap(out.begin(), out.end(), worse);
+        out.back() = c;
+        std::push_heap(out.begin(), out.end(), worse);
+      }
+    }
+    std::sort(out.begin(), out.end(), ranks_before);
+  }
+  for (int32_t id : req.also) {
+    if (id >= 0 && id < n) out.push_back({id, row[static_cast<size_t>(id)]});
+  }
+}
+
+Status Backend::compute_then_select(const Graph& graph, std::span<const int32_t> tokens, std::span<const TopRequest> req,
+                                    std::vector<std::vector<TokenLogit>>& out) {
+  if (graph.logits < 0 || static_cast<size_t>(graph.logits) >= graph.acts.size()) return invalid_argument("a graph without logits");
+  const ActDesc& a = graph.acts[static_cast<size_t>(graph.logits)];
+  if (static_cast<int64_t>(req.size()) != a.n_rows) {
+    return invalid_argument(fmt::format("{} top requests for {} logits rows", req.size(), a.n_rows));
+  }
+  std::vector<float> logits(static_cast<size_t>(a.n_rows * a.n_cols));
+  BITNET_RETURN_IF_ERROR(compute(graph, tokens, logits));
+  out.resize(req.size());
+  const auto n_cols = static_cast<size_t>(a.n_cols);
+  for (size_t r = 0; r < req.size(); ++r) select_top(std::span<const float>(logits).subspan(r * n_cols, n_cols), req[r], out[r]);
+  return {};
+}
+
+}  // namespace bitnet::hal

@@ -1,0 +1,38 @@
+// Part of a logits row instead of all of it: the k largest logits with their ids, then the
+// logits of a few named ids. It is what a sampler with top-k needs (model/sampler.h), and a GPU
+// backend selects it on the device instead of copying a 128K-vocabulary row back per token.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "bitnet/sampling.h"
+
+namespace bitnet::hal {
+
+using TokenLogit = bitnet::TokenLogit;
+
+// What one logits row gives back: its `k` largest logits (ties at the k-th value go to the
+// lower ids; k larger than the row takes all of it), then the logit of each id of `also`
+// (ids outside the row are skipped), in that order.
+struct TopRequest {
+  int32_t k = 0;
+  std::vector<int32_t> also;
+};
+
+// Whether a ranks before b: the larger logit, then the lower id; a NaN after every number.
+inline bool ranks_before(const TokenLogit& a, const TokenLogit& b) {
+  const bool a_nan = a.logit != a.logit, b_nan = b.logit != b.logit;
+  if (a_nan || b_nan) return a_nan == b_nan ? a.id < b.id : b_nan;
+  return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+}
+
+// The selection on the host, and the reference of the device kernels: out = the top entries
+// (ordered by ranks_before), then the `also` entries.
+void select_top(std::span<const float> row, const TopRequest& req, std::vector<TokenLogit>& out);
+
+// The top entries' count for a row of n_cols: min(k, n_cols).
+inline int64_t top_count(const TopRequest& req, int64_t n_cols) { return req.k < n_cols ? req.k : n_cols; }
+
+}  // namespace bitnet::hal
