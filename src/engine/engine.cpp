@@ -296,8 +296,9 @@ Status Engine::generate_tokens(std::span<const int32_t> prompt, const SamplingPa
   Sampler sampler(sampling);
   t0 = std::chrono::steady_clock::now();
   st.stop_reason = "length";
+  std::vector<TokenLogit> part;  // after a decode step: the part of the row the sampler asked for
   for (int64_t i = 0; i < n_predict; ++i) {
-    const int32_t id = sampler.sample(logits, history);
+    const int32_t id = logits.empty() ? sampler.sample_top(part, history) : sampler.sample(logits, history);
     if (is_end_of_generation(id)) {
       st.stop_reason = "eog";
       break;
@@ -313,7 +314,14 @@ Status Engine::generate_tokens(std::span<const int32_t> prompt, const SamplingPa
       st.stop_reason = "context";
       break;
     }
-    BITNET_ASSIGN_OR_RETURN(logits, eval(std::span<const int32_t>(&id, 1), false));
+    // Only the part of the next row that the sampler needs comes back (a GPU backend selects
+    // it on the device), or the whole row.
+    const std::optional<hal::TopRequest> want = sampler.wants(history);
+    const StepInput in{&session_, std::span<const int32_t>(&id, 1), want ? want->k : 0,
+                       want ? std::span<const int32_t>(want->also) : std::span<const int32_t>()};
+    BITNET_ASSIGN_OR_RETURN(std::vector<StepOutput> out, step(std::span<const StepInput>(&in, 1)));
+    logits = std::move(out[0].logits);
+    part = std::move(out[0].top);
   }
   st.generate_seconds = seconds_since(t0);
   return {};
