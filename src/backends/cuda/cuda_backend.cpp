@@ -49,6 +49,7 @@ CudaBackend::~CudaBackend() {
   if (pool_) {
     drop_captured();
     release_buffers(step_, true);
+    for (PoolBlock* p : {&top_args_, &top_entries_}) pool_->release(std::exchange(*p, {}));
     pool_.reset();
   }
   weights_.clear();
@@ -147,6 +148,7 @@ void CudaBackend::release_scratch() {
   (void)cudaStreamSynchronize(stream_);
   drop_captured();
   release_buffers(step_, true);
+  for (PoolBlock* p : {&top_args_, &top_entries_}) pool_->release(std::exchange(*p, {}));
   pool_->clear();
   inputs_staging_.release();
   logits_staging_.release();

@@ -64,6 +64,13 @@ struct CapturedStep {
   cudaGraphExec_t exec = nullptr;
 };
 
+// Where a step's logits go: the whole rows into `full`, or part of each row (compute_top).
+struct LogitsOut {
+  std::span<float> full;
+  std::span<const hal::TopRequest> top;
+  std::vector<std::vector<hal::TokenLogit>>* top_out = nullptr;
+};
+
 class CudaBackend final : public hal::Backend {
  public:
   static Result<std::unique_ptr<hal::Backend>> create(const CudaOptions& options);
@@ -73,6 +80,9 @@ class CudaBackend final : public hal::Backend {
   Status load_weights(std::span<const hal::WeightDesc> weights) override;
   Status init_kv(const hal::KvShape& shape) override;
   Status compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) override;
+  // The part of each row selected on the device (top_k.cu); only it is copied back.
+  Status compute_top(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<const hal::TopRequest> req,
+                     std::vector<std::vector<hal::TokenLogit>>& out) override;
   std::vector<std::string> kernels_used() const override;
   hal::BackendStats stats() const override;
   uint64_t weight_bytes(hal::WeightId id) const override {
@@ -88,14 +98,16 @@ class CudaBackend final : public hal::Backend {
   Status acquire_acts(const hal::Graph& graph, StepBuffers& b);
   Status upload_inputs(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in, StepBuffers& b);
   Status launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan);
-  Status read_logits(const hal::Graph& graph, std::span<float> logits);
+  Status run_step(const hal::Graph& graph, std::span<const int32_t> tokens, const LogitsOut& out);
+  Status read_logits(const hal::Graph& graph, const LogitsOut& out);
+  Status read_top(const hal::Graph& graph, std::span<const hal::TopRequest> req, std::vector<std::vector<hal::TokenLogit>>& out);
   Result<PoolBlock> scratch(PoolBlock& slot, uint64_t bytes);
   Status upload(PoolBlock& slot, const void* host, uint64_t bytes);
   void release_buffers(StepBuffers& b, bool inputs_too);
   // cuda_graph.cpp: a decode step replayed from, or captured into, a CUDA graph; false in
   // `handled` when the step is to run with plain launches.
   Status run_graph(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in,
-                   const std::vector<Kernel>& plan, std::span<float> logits, bool& handled);
+                   const std::vector<Kernel>& plan, const LogitsOut& out, bool& handled);
   void drop_captured();                 // every cached graph
   void drop_step(CapturedStep& step);   // one graph and its blocks
   // cuda_ops.cpp
@@ -130,6 +142,7 @@ class CudaBackend final : public hal::Backend {
   hal::KvShape kv_;
   PinnedStaging inputs_staging_;  // a step's uploads (upload_inputs)
   PinnedStaging logits_staging_;  // the logits on their way back (read_logits)
+  PoolBlock top_args_, top_entries_;  // read_top's plan and selected entries on the device
   std::vector<DeviceBuffer> k_cache_;  // per layer: [n_ctx][n_embd_kv] fp16
   std::vector<DeviceBuffer> v_cache_;
   // Plain launches: activation blocks taken from the pool for each step and given back after it;

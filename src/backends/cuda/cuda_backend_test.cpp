@@ -165,6 +165,48 @@ TEST(CudaBackend, GemvAndMmaKernelsAndScratchRelease) {
   EXPECT_GT(gpu->weight_bytes(0), 0u);
 }
 
+// compute_top selects on the device what the host selects from the whole row, through plain
+// launches, a graph capture and its replay (the same decode step run 4 times), and the
+// kernel shows in kernels_used().
+TEST(CudaBackend, ComputeTopSelectsWhatTheHostSelects) {
+  BITNET_CUDA_BACKEND_OR_SKIP(gpu);
+  const std::filesystem::path path = std::filesystem::path(BITNET_SHARED_DIR) / "golden/bitnetcpp/tiny-bitnet-i2_s.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing test data: " << path;
+  auto file = gguf::File::open(path.string());
+  ASSERT_TRUE(file.ok());
+  auto model = Network::from_gguf(*file);
+  ASSERT_TRUE(model.ok());
+  const ModelConfig& cfg = model->config();
+  ASSERT_TRUE(gpu->load_weights(model->weight_table()).ok());
+  ASSERT_TRUE(gpu->init_kv({static_cast<int32_t>(cfg.n_layer), 64, cfg.n_embd_kv(), hal::KvType::kF16}).ok());
+  const std::vector<int32_t> prompt = {1, 5, 9, 14};
+  std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));
+  ASSERT_TRUE(gpu->compute(model->build_graph(4, 0, LogitRows::kLast), prompt, logits).ok());
+  const int32_t next = argmax(logits);
+  const hal::Graph g = model->build_graph(1, 4, LogitRows::kLast);
+  ASSERT_TRUE(gpu->compute(g, std::span<const int32_t>(&next, 1), logits).ok());
+  const std::vector<hal::TopRequest> req = {{7, {0, 3, static_cast<int32_t>(cfg.n_vocab) - 1}}};
+  std::vector<hal::TokenLogit> want;
+  hal::select_top(logits, req[0], want);
+  for (int run = 0; run < 4; ++run) {
+    std::vector<std::vector<hal::TokenLogit>> got;
+    const Status s = gpu->compute_top(g, std::span<const int32_t>(&next, 1), req, got);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].size(), want.size());
+    std::sort(got[0].begin(), got[0].begin() + 7, hal::ranks_before);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[0][i].id, want[i].id) << "run " << run << " entry " << i;
+      EXPECT_EQ(got[0][i].logit, want[i].logit) << "run " << run << " entry " << i;
+    }
+  }
+  const std::vector<std::string> used = gpu->kernels_used();
+  EXPECT_NE(std::find(used.begin(), used.end(), BITNET_GPU_PREFIX "top_k_rows"), used.end());
+  std::vector<std::vector<hal::TokenLogit>> got;
+  EXPECT_EQ(gpu->compute_top(g, std::span<const int32_t>(&next, 1), std::vector<hal::TopRequest>(2), got).code(),
+            StatusCode::kInvalidArgument);  // a request per row
+}
+
 // Two rounds of a prompt chunk and 6 greedy decode steps on `b` (fresh weights and cache), then
 // steps of alternating sizes: the logits of every step.
 std::vector<std::vector<float>> run_rounds(hal::Backend& b, const Network& model) {

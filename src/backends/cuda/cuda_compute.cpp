@@ -108,15 +108,47 @@ Status CudaBackend::launch_all(const hal::Graph& graph, const std::vector<Kernel
   return {};
 }
 
-Status CudaBackend::read_logits(const hal::Graph& graph, std::span<float> logits) {
+Status CudaBackend::read_logits(const hal::Graph& graph, const LogitsOut& out) {
+  if (out.top_out != nullptr) return read_top(graph, out.top, *out.top_out);
   // Into pinned memory (a 128K-vocabulary row is 513 KB: at 1,000 tokens/s a pageable copy's
   // staging costs several percent of the step), then to the caller's span.
+  const std::span<float> logits = out.full;
   void* staged = logits_staging_.reserve(logits.size_bytes()) ? logits_staging_.take(logits.size_bytes()) : nullptr;
   void* dst = staged != nullptr ? staged : logits.data();
   BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, f32(graph.logits), logits.size_bytes(), cudaMemcpyDeviceToHost,
                                                      stream_), "copying the logits back"));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "running the step"));
   if (staged != nullptr) std::memcpy(logits.data(), staged, logits.size_bytes());
+  return {};
+}
+
+Status CudaBackend::read_top(const hal::Graph& graph, std::span<const hal::TopRequest> req,
+                             std::vector<std::vector<hal::TokenLogit>>& out) {
+  const hal::ActDesc& a = desc(graph, graph.logits);
+  TopPlan plan;
+  if (!plan_top(req.data(), a.n_rows, a.n_cols, plan)) return invalid_argument("too many logits asked for");
+  BITNET_RETURN_IF_ERROR(upload(top_args_, plan.words.data(), plan.words.size() * sizeof(int32_t)));
+  const auto bytes = static_cast<uint64_t>(std::max<int64_t>(plan.n_out, 1)) * sizeof(TopEntry);
+  BITNET_RETURN_IF_ERROR(scratch(top_entries_, bytes).status());
+  const auto* w = static_cast<const int32_t*>(top_args_.ptr);
+  const TopArgs args{w, w + a.n_rows, w + 2 * a.n_rows + 1, w + 3 * a.n_rows + 2};
+  auto* entries = static_cast<TopEntry*>(top_entries_.ptr);
+  BITNET_RETURN_IF_ERROR(cuda_status(top_k_rows(f32(graph.logits), a.n_rows, a.n_cols, args, entries, stream_), "top_k_rows"));
+  launched_[static_cast<size_t>(Kernel::kTopK)] = true;
+  void* staged = logits_staging_.reserve(bytes) ? logits_staging_.take(bytes) : nullptr;
+  std::vector<TopEntry> host;
+  if (staged == nullptr) host.resize(static_cast<size_t>(plan.n_out));
+  void* dst = staged != nullptr ? staged : host.data();
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, entries, static_cast<size_t>(plan.n_out) * sizeof(TopEntry),
+                                                     cudaMemcpyDeviceToHost, stream_), "copying the selected logits back"));
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "running the step"));
+  const auto* got = static_cast<const TopEntry*>(dst);
+  out.resize(req.size());
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    std::vector<hal::TokenLogit>& row = out[static_cast<size_t>(r)];
+    row.clear();
+    for (int32_t i = plan.out_begin()[r]; i < plan.out_begin()[r + 1]; ++i) row.push_back({got[i].id, got[i].logit});
+  }
   return {};
 }
 
@@ -131,19 +163,34 @@ std::vector<std::string> CudaBackend::kernels_used() const {
 
 Status CudaBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
+  return run_step(graph, tokens, LogitsOut{logits, {}, nullptr});
+}
+
+Status CudaBackend::compute_top(const hal::Graph& graph, std::span<const int32_t> tokens,
+                                std::span<const hal::TopRequest> req, std::vector<std::vector<hal::TokenLogit>>& out) {
+  if (graph.logits < 0 || static_cast<size_t>(graph.logits) >= graph.acts.size()) return invalid_argument("a graph without logits");
+  const hal::ActDesc& a = desc(graph, graph.logits);
+  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, static_cast<size_t>(a.n_rows * a.n_cols), shapes_, kv_));
+  if (static_cast<int64_t>(req.size()) != a.n_rows) {
+    return invalid_argument(fmt::format("{} top requests for {} logits rows", req.size(), a.n_rows));
+  }
+  return run_step(graph, tokens, LogitsOut{{}, req, &out});
+}
+
+Status CudaBackend::run_step(const hal::Graph& graph, std::span<const int32_t> tokens, const LogitsOut& out) {
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
   BITNET_ASSIGN_OR_RETURN(const std::vector<Kernel> plan, plan_graph(graph, weight_info_, mma_cc_major(), fuse_));
   Status s;
   const StepInputs in = step_inputs(graph, plan, s);
   BITNET_RETURN_IF_ERROR(s);
   bool handled = false;
-  s = run_graph(graph, tokens, in, plan, logits, handled);
+  s = run_graph(graph, tokens, in, plan, out, handled);
   if (handled) return s;
   cur_ = &step_;
   s = acquire_acts(graph, step_);
   if (s.ok()) s = upload_inputs(graph, tokens, in, step_);
   if (s.ok()) s = launch_all(graph, plan);
-  if (s.ok()) s = read_logits(graph, logits);
+  if (s.ok()) s = read_logits(graph, out);
   if (!s.ok()) (void)cudaStreamSynchronize(stream_);  // nothing queued may still use the blocks
   release_buffers(step_, false);
   return s;

@@ -25,7 +25,7 @@ void CudaBackend::drop_captured() {
 }
 
 Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in,
-                              const std::vector<Kernel>& plan, std::span<float> logits, bool& handled) {
+                              const std::vector<Kernel>& plan, const LogitsOut& out, bool& handled) {
   handled = false;
   if (!graphs_ || graph.n_tokens > kGemvMaxTokens) return {};
   std::string signature = step_signature(graph, in.addressing, in.kv_words.size());
@@ -35,7 +35,7 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
     cur_ = &hit->buffers;
     Status s = upload_inputs(graph, tokens, in, hit->buffers);
     if (s.ok()) s = cuda_status(cudaGraphLaunch(hit->exec, stream_), "cudaGraphLaunch");
-    if (s.ok()) s = read_logits(graph, logits);
+    if (s.ok()) s = read_logits(graph, out);
     if (!s.ok()) {
       if (std::unique_ptr<CapturedStep> failed = graphs_cache_.remove(signature)) drop_step(*failed);
     }
@@ -80,7 +80,7 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
   CapturedStep* captured = step.get();
   if (std::unique_ptr<CapturedStep> out = graphs_cache_.insert(std::move(step))) drop_step(*out);
   s = cuda_status(cudaGraphLaunch(captured->exec, stream_), "cudaGraphLaunch");
-  if (s.ok()) s = read_logits(graph, logits);
+  if (s.ok()) s = read_logits(graph, out);
   if (!s.ok()) {
     if (std::unique_ptr<CapturedStep> failed = graphs_cache_.remove(captured->signature)) drop_step(*failed);
   }

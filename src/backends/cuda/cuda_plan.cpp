@@ -39,6 +39,7 @@ std::string_view kernel_name(Kernel k) {
     case Kernel::kRelu2Mul: return BITNET_GPU_PREFIX "relu2_mul";
     case Kernel::kAdd: return BITNET_GPU_PREFIX "add";
     case Kernel::kCopy: return BITNET_GPU_PREFIX "copy";
+    case Kernel::kTopK: return BITNET_GPU_PREFIX "top_k_rows";
     case Kernel::kNormQuant: return BITNET_GPU_PREFIX "rms_norm_quant";
     case Kernel::kGateNormQuant: return BITNET_GPU_PREFIX "gated_rms_norm_quant";
     case Kernel::kFused: return BITNET_GPU_PREFIX "fused";

@@ -73,6 +73,7 @@ enum class Kernel : uint8_t {
   kRelu2Mul,
   kAdd,
   kCopy,          // cudaMemcpyAsync device to device (copy_rows, get_rows)
+  kTopK,          // top_k_rows: part of each logits row, after the op list (compute_top)
   // Fusions of consecutive ops into the fused kernels (see plan_graph):
   kNormQuant,     // rms_norm + quantize_act: rms_norm_quant with the gain
   kGateNormQuant, // relu2_mul / silu_mul + rms_norm + quantize_act: gated_rms_norm_quant

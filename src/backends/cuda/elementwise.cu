@@ -1,5 +1,5 @@
 // Elementwise kernels of the forward pass: residual add, the gated activations, .scale,
-// rope, the F16 KV store, embedding rows and argmax. Grid-stride loops over flat indices.
+// rope, the F16 KV store and embedding rows. Grid-stride loops over flat indices.
 #include "backends/cuda/gpu_common.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/ops_math.h"
@@ -92,40 +92,6 @@ __global__ void embed_kernel(FloatWeightView w, const int32_t* tokens, int64_t n
   }
 }
 
-// One block per row: each thread keeps its best (value, index), then the block reduces;
-// ties go to the lower index, NaN loses to everything.
-__global__ void argmax_kernel(const float* x, int64_t n_cols, int32_t* out) {
-  __shared__ float best_v[kThreads];
-  __shared__ int64_t best_i[kThreads];
-  const float* row = x + static_cast<int64_t>(blockIdx.x) * n_cols;
-  float bv = -INFINITY;
-  int64_t bi = -1;
-  for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
-    const float v = row[i];
-    if (v > bv || (bi < 0 && v == v)) {
-      bv = v;
-      bi = i;
-    }
-  }
-  best_v[threadIdx.x] = bv;
-  best_i[threadIdx.x] = bi;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
-    if (static_cast<int>(threadIdx.x) < stride) {
-      const float ov = best_v[threadIdx.x + stride];
-      const int64_t oi = best_i[threadIdx.x + stride];
-      const float mv = best_v[threadIdx.x];
-      const int64_t mi = best_i[threadIdx.x];
-      if (oi >= 0 && (mi < 0 || ov > mv || (ov == mv && oi < mi))) {
-        best_v[threadIdx.x] = ov;
-        best_i[threadIdx.x] = oi;
-      }
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(best_i[0] < 0 ? 0 : best_i[0]);
-}
-
 }  // namespace
 
 GpuError add(const float* a, const float* b, int64_t n, float* dst, GpuStream stream) {
@@ -177,12 +143,6 @@ GpuError store_kv_f16(const float* k, const float* v, int64_t n_tokens, int64_t 
 GpuError embed_rows(const FloatWeightView& w, const int32_t* tokens, int64_t n_tokens, float* dst, GpuStream stream) {
   if (n_tokens <= 0 || !float_view_cols_ok(w)) return kGpuInvalidValue;
   embed_kernel<<<blocks_for(n_tokens * w.n_cols), kThreads, 0, stream>>>(w, tokens, n_tokens, dst);
-  return launch_status();
-}
-
-GpuError argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int32_t* out, GpuStream stream) {
-  if (n_rows <= 0 || n_rows > 0x7fffffff || n_cols <= 0 || n_cols > 0x7fffffff) return kGpuInvalidValue;
-  argmax_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, n_cols, out);
   return launch_status();
 }
 

@@ -11,6 +11,7 @@
 #include "backends/cuda/attention_shape.h"
 #include "backends/cuda/block_math.h"
 #include "backends/cuda/gpu_runtime.h"
+#include "backends/cuda/top_math.h"
 
 namespace bitnet::cuda {
 
@@ -126,8 +127,19 @@ GpuError store_kv_f16(const float* k, const float* v, int64_t n_tokens, int64_t 
 GpuError attention_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const KvRows& rows,
                        const AttentionShape& shape, int64_t n_tokens, float* scratch, float* out, GpuStream stream);
 
-// out[t] = the index of the largest of row t of x [n_rows][n_cols] (the first on ties; NaN
-// never wins): greedy sampling without copying the logits back.
-GpuError argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int32_t* out, GpuStream stream);
+// Device pointers to a TopPlan's words (top_math.h): per row its count k, the start of its
+// entries in out, the start of its ids in also (out_begin and also_begin: n_rows + 1 each).
+struct TopArgs {
+  const int32_t* k = nullptr;
+  const int32_t* out_begin = nullptr;
+  const int32_t* also_begin = nullptr;
+  const int32_t* also = nullptr;
+};
+
+// Part of each row of x [n_rows][n_cols] (hal::select_top's, top_math.h's algorithm): at
+// out + out_begin[r], the k[r] largest entries of row r (ties to the lower indices; in no
+// order), then the entries of its also ids, which must lie in the row. Sampling with top-k
+// (and greedy, k = 1) without copying the logits back.
+GpuError top_k_rows(const float* x, int64_t n_rows, int64_t n_cols, const TopArgs& args, TopEntry* out, GpuStream stream);
 
 }  // namespace bitnet::cuda
