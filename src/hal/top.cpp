@@ -1,6 +1,7 @@
 #include "hal/top.h"
 
 #include <algorithm>
+#include <climits>
 
 #include <fmt/format.h>
 
@@ -33,6 +34,32 @@ void select_top(std::span<const float> row, const TopRequest& req, std::vector<T
   for (int32_t id : req.also) {
     if (id >= 0 && id < n) out.push_back({id, row[static_cast<size_t>(id)]});
   }
+}
+
+bool plan_top(std::span<const TopRequest> req, int64_t n_cols, TopPlan& plan) {
+  const auto n_rows = static_cast<int64_t>(req.size());
+  plan.n_rows = n_rows;
+  plan.words.assign(static_cast<size_t>(3 * n_rows + 2), 0);
+  std::vector<int32_t> also;
+  int64_t out = 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const TopRequest& q = req[static_cast<size_t>(r)];
+    const int64_t k = std::max<int64_t>(0, top_count(q, n_cols));
+    plan.words[static_cast<size_t>(r)] = static_cast<int32_t>(k);
+    plan.words[static_cast<size_t>(n_rows + r)] = static_cast<int32_t>(out);
+    plan.words[static_cast<size_t>(2 * n_rows + 1 + r)] = static_cast<int32_t>(also.size());
+    const size_t before = also.size();
+    for (int32_t id : q.also) {
+      if (id >= 0 && id < n_cols) also.push_back(id);
+    }
+    out += k + static_cast<int64_t>(also.size() - before);
+    if (out > INT32_MAX) return false;
+  }
+  plan.words[static_cast<size_t>(2 * n_rows)] = static_cast<int32_t>(out);
+  plan.words[static_cast<size_t>(3 * n_rows + 1)] = static_cast<int32_t>(also.size());
+  plan.words.insert(plan.words.end(), also.begin(), also.end());
+  plan.n_out = out;
+  return true;
 }
 
 Status Backend::compute_then_select(const Graph& graph, std::span<const int32_t> tokens, std::span<const TopRequest> req,

@@ -35,4 +35,22 @@ void select_top(std::span<const float> row, const TopRequest& req, std::vector<T
 // The top entries' count for a row of n_cols: min(k, n_cols).
 inline int64_t top_count(const TopRequest& req, int64_t n_cols) { return req.k < n_cols ? req.k : n_cols; }
 
+// A device kernel's arguments for the requests of one step's rows (n_cols each), as one array
+// of int32 words to upload: per row r, k[r] = top_count(req[r], n_cols), the start of its
+// entries out_begin[r] (k[r] top entries, then its `also` ids that lie in the row), and the
+// start of those ids in also[] (also_begin[r]); out_begin and also_begin have n_rows + 1 words.
+struct TopPlan {
+  std::vector<int32_t> words;  // k, out_begin, also_begin, also
+  int64_t n_rows = 0;
+  int64_t n_out = 0;  // entries of all rows
+  const int32_t* k() const { return words.data(); }
+  const int32_t* out_begin() const { return words.data() + n_rows; }
+  const int32_t* also_begin() const { return words.data() + 2 * n_rows + 1; }
+  const int32_t* also() const { return words.data() + 3 * n_rows + 2; }
+  static int64_t also_offset(int64_t n_rows) { return 3 * n_rows + 2; }  // in words
+};
+
+// False when the entries outnumber int32 offsets.
+bool plan_top(std::span<const TopRequest> req, int64_t n_cols, TopPlan& plan);
+
 }  // namespace bitnet::hal

@@ -59,5 +59,20 @@ TEST(SelectTop, ANanRanksAfterEveryNumber) {
   EXPECT_EQ(got[1].id, 3);
 }
 
+TEST(TopPlan, CountsOffsetsAndTheIdsInsideTheRow) {
+  const std::vector<TopRequest> req = {{5, {1, -1, 99}}, {0, {}}, {200, {7}}};
+  TopPlan plan;
+  ASSERT_TRUE(plan_top(req, 100, plan));
+  EXPECT_EQ(plan.k()[0], 5);
+  EXPECT_EQ(plan.k()[1], 0);
+  EXPECT_EQ(plan.k()[2], 100);  // clamped to the row
+  const std::vector<int32_t> out_begin(plan.out_begin(), plan.out_begin() + 4), also_begin(plan.also_begin(), plan.also_begin() + 4);
+  EXPECT_EQ(out_begin, (std::vector<int32_t>{0, 7, 7, 108}));  // 5 + 2 ids (-1 dropped), 0, 100 + 1
+  EXPECT_EQ(also_begin, (std::vector<int32_t>{0, 2, 2, 3}));
+  EXPECT_EQ(std::vector<int32_t>(plan.also(), plan.also() + 3), (std::vector<int32_t>{1, 99, 7}));
+  EXPECT_EQ(plan.words.size(), static_cast<size_t>(TopPlan::also_offset(3) + 3));
+  EXPECT_EQ(plan.n_out, 108);
+}
+
 }  // namespace
 }  // namespace bitnet::hal

@@ -125,13 +125,13 @@ Status CudaBackend::read_logits(const hal::Graph& graph, const LogitsOut& out) {
 Status CudaBackend::read_top(const hal::Graph& graph, std::span<const hal::TopRequest> req,
                              std::vector<std::vector<hal::TokenLogit>>& out) {
   const hal::ActDesc& a = desc(graph, graph.logits);
-  TopPlan plan;
-  if (!plan_top(req.data(), a.n_rows, a.n_cols, plan)) return invalid_argument("too many logits asked for");
+  hal::TopPlan plan;
+  if (!hal::plan_top(req, a.n_cols, plan)) return invalid_argument("too many logits asked for");
   BITNET_RETURN_IF_ERROR(upload(top_args_, plan.words.data(), plan.words.size() * sizeof(int32_t)));
   const auto bytes = static_cast<uint64_t>(std::max<int64_t>(plan.n_out, 1)) * sizeof(TopEntry);
   BITNET_RETURN_IF_ERROR(scratch(top_entries_, bytes).status());
   const auto* w = static_cast<const int32_t*>(top_args_.ptr);
-  const TopArgs args{w, w + a.n_rows, w + 2 * a.n_rows + 1, w + 3 * a.n_rows + 2};
+  const TopArgs args{w, w + a.n_rows, w + 2 * a.n_rows + 1, w + hal::TopPlan::also_offset(a.n_rows)};
   auto* entries = static_cast<TopEntry*>(top_entries_.ptr);
   BITNET_RETURN_IF_ERROR(cuda_status(top_k_rows(f32(graph.logits), a.n_rows, a.n_cols, args, entries, stream_), "top_k_rows"));
   launched_[static_cast<size_t>(Kernel::kTopK)] = true;

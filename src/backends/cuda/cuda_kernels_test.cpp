@@ -395,13 +395,13 @@ TEST_F(CudaKernels, TopKAndEmbedMatchTheHost) {
   x[2 * n_cols + 4] = -0.0f;
   for (int64_t i = 0; i < n_cols; ++i) x[3 * n_cols + i] = static_cast<float>(i % 7);  // row 3: ties everywhere
   const std::vector<hal::TopRequest> req = {{1, {}}, {40, {2, 9, 128255}}, {40, {0, 4}}, {3000, {}}, {200000, {}}};  // row 4: k past the row, all of it
-  TopPlan plan;
-  ASSERT_TRUE(plan_top(req.data(), n_rows, n_cols, plan));
+  hal::TopPlan plan;
+  ASSERT_TRUE(hal::plan_top(req, n_cols, plan));
   DeviceVec<float> dx(x);
   DeviceVec<int32_t> words(plan.words);
   DeviceVec<TopEntry> out(static_cast<size_t>(plan.n_out));
   const int32_t* w = words.get();
-  const TopArgs args{w, w + n_rows, w + 2 * n_rows + 1, w + 3 * n_rows + 2};
+  const TopArgs args{w, w + n_rows, w + 2 * n_rows + 1, w + hal::TopPlan::also_offset(n_rows)};
   ASSERT_EQ(top_k_rows(dx.get(), n_rows, n_cols, args, out.get(), nullptr), cudaSuccess);
   sync();
   const auto got = out.host();

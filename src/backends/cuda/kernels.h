@@ -127,7 +127,7 @@ GpuError store_kv_f16(const float* k, const float* v, int64_t n_tokens, int64_t 
 GpuError attention_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const KvRows& rows,
                        const AttentionShape& shape, int64_t n_tokens, float* scratch, float* out, GpuStream stream);
 
-// Device pointers to a TopPlan's words (top_math.h): per row its count k, the start of its
+// Device pointers to a hal::TopPlan's words (hal/top.h): per row its count k, the start of its
 // entries in out, the start of its ids in also (out_begin and also_begin: n_rows + 1 each).
 struct TopArgs {
   const int32_t* k = nullptr;

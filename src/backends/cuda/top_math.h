@@ -1,6 +1,6 @@
 // The top-k selection of top_k.cu (Backend::compute_top on the device) as __host__ __device__
-// steps, the host's plan of a step's requests, and the host twin that runs the kernel's
-// algorithm serially (top_math_test.cpp checks it against hal::select_top).
+// steps, and the host twin that runs the kernel's algorithm serially (top_math_test.cpp checks
+// it against hal::select_top). The kernel's arguments are a hal::TopPlan.
 //
 // The algorithm, per logits row: a radix select over 32-bit keys that order as the logits do
 // (top_key), one 8-bit digit at a time from the top: a histogram of the digit among the keys
@@ -54,45 +54,6 @@ BITNET_HD uint32_t top_digit(const uint32_t* hist, int stride, uint32_t& need, u
   }
   count = 0;
   return 0;
-}
-
-// The kernel's arguments of one step: per row r, k[r] = min(top, n_cols) entries, then the
-// entries of the ids also[also_begin[r] .. also_begin[r + 1]) (the request's ids inside the
-// row), written at out + out_begin[r]. words holds k, out_begin, also_begin (n_rows + 1 each
-// but k) and also, in that order, for one upload.
-struct TopPlan {
-  std::vector<int32_t> words;
-  int64_t n_rows = 0;
-  int64_t n_out = 0;  // entries of all rows
-  const int32_t* k() const { return words.data(); }
-  const int32_t* out_begin() const { return words.data() + n_rows; }
-  const int32_t* also_begin() const { return words.data() + 2 * n_rows + 1; }
-};
-
-// The plan of n_rows requests given as (top, also ids) per row; false when a count does not
-// fit the kernel's int32 offsets.
-template <class Request>
-bool plan_top(const Request* req, int64_t n_rows, int64_t n_cols, TopPlan& plan) {
-  plan.n_rows = n_rows;
-  plan.words.assign(static_cast<size_t>(3 * n_rows + 2), 0);
-  std::vector<int32_t> also;
-  int64_t out = 0;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const int64_t k = req[r].k < 0 ? 0 : (req[r].k < n_cols ? req[r].k : n_cols);
-    plan.words[static_cast<size_t>(r)] = static_cast<int32_t>(k);
-    plan.words[static_cast<size_t>(n_rows + r)] = static_cast<int32_t>(out);
-    plan.words[static_cast<size_t>(2 * n_rows + 1 + r)] = static_cast<int32_t>(also.size());
-    for (int32_t id : req[r].also) {
-      if (id >= 0 && id < n_cols) also.push_back(id);
-    }
-    out += k + static_cast<int64_t>(also.size()) - plan.words[static_cast<size_t>(2 * n_rows + 1 + r)];
-    if (out > 0x7fffffff) return false;
-  }
-  plan.words[static_cast<size_t>(2 * n_rows)] = static_cast<int32_t>(out);
-  plan.words[static_cast<size_t>(3 * n_rows + 1)] = static_cast<int32_t>(also.size());
-  plan.words.insert(plan.words.end(), also.begin(), also.end());
-  plan.n_out = out;
-  return true;
 }
 
 // The kernel's selection of one row, serially: the k largest entries (by index order within

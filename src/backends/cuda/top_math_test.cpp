@@ -63,19 +63,5 @@ TEST(TopMath, TheTwinSelectsWhatTheHostSelects) {
   }
 }
 
-TEST(TopMath, ThePlanLaysOutCountsOffsetsAndTheIdsInsideTheRow) {
-  const std::vector<hal::TopRequest> req = {{5, {1, -1, 99}}, {0, {}}, {200, {7}}};
-  TopPlan plan;
-  ASSERT_TRUE(plan_top(req.data(), 3, 100, plan));
-  EXPECT_EQ(plan.k()[0], 5);
-  EXPECT_EQ(plan.k()[1], 0);
-  EXPECT_EQ(plan.k()[2], 100);  // clamped to the row
-  const std::vector<int32_t> out_begin(plan.out_begin(), plan.out_begin() + 4), also_begin(plan.also_begin(), plan.also_begin() + 4);
-  EXPECT_EQ(out_begin, (std::vector<int32_t>{0, 7, 7, 108}));  // 5 + 2 ids (-1 dropped), 0, 100 + 1
-  EXPECT_EQ(also_begin, (std::vector<int32_t>{0, 2, 2, 3}));
-  EXPECT_EQ(std::vector<int32_t>(plan.words.end() - 3, plan.words.end()), (std::vector<int32_t>{1, 99, 7}));
-  EXPECT_EQ(plan.n_out, 108);
-}
-
 }  // namespace
 }  // namespace bitnet::cuda

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <span>
 #include <vector>
@@ -88,6 +89,9 @@ class ClBackend final : public hal::Backend {
 
   Status init_kv(const hal::KvShape& shape) override;
   Status compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) override;
+  // The part of each row selected on the device (kernels/top_k.cl); only it is read back.
+  Status compute_top(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<const hal::TopRequest> req,
+                     std::vector<std::vector<hal::TokenLogit>>& out) override;
 
   std::vector<std::string> kernels_used() const override { return {kernels_used_.begin(), kernels_used_.end()}; }
 
@@ -112,6 +116,9 @@ class ClBackend final : public hal::Backend {
   void release_scratch() override { pool_.clear(); }
 
  private:
+  // Runs the op list; the logits stay on the device until release_acts().
+  Status run_graph(const hal::Graph& graph, std::span<const int32_t> tokens);
+  Status read_top(const hal::Graph& graph, std::span<const hal::TopRequest> req, std::vector<std::vector<hal::TokenLogit>>& out);
   Status prepare_acts(const hal::Graph& graph);
   void release_acts();
   Status run_op(const hal::Graph& graph, const hal::Op& op);
@@ -214,7 +221,71 @@ void ClBackend::release_acts() {
 
 Status ClBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, k_cache_.empty() ? hal::KvShape{} : kv_));
+  Status status = run_graph(graph, tokens);
+  if (status.ok()) {
+    status = cl_status(clEnqueueReadBuffer(queue_.get(), act(graph.logits), CL_TRUE, 0, logits.size_bytes(),
+                                           logits.data(), 0, nullptr, nullptr),
+                       "reading the logits");
+  } else {
+    (void)clFinish(queue_.get());  // nothing in flight may still use the buffers handed back below
+  }
+  release_acts();
+  return status;
+}
 
+Status ClBackend::compute_top(const hal::Graph& graph, std::span<const int32_t> tokens,
+                              std::span<const hal::TopRequest> req, std::vector<std::vector<hal::TokenLogit>>& out) {
+  if (graph.logits < 0 || static_cast<size_t>(graph.logits) >= graph.acts.size()) return invalid_argument("a graph without logits");
+  const hal::ActDesc& a = graph.acts[static_cast<size_t>(graph.logits)];
+  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, static_cast<size_t>(a.n_rows * a.n_cols), shapes_,
+                                             k_cache_.empty() ? hal::KvShape{} : kv_));
+  if (static_cast<int64_t>(req.size()) != a.n_rows) {
+    return invalid_argument(fmt::format("{} top requests for {} logits rows", req.size(), a.n_rows));
+  }
+  Status status = run_graph(graph, tokens);
+  if (status.ok()) status = read_top(graph, req, out);
+  if (!status.ok()) (void)clFinish(queue_.get());
+  release_acts();
+  return status;
+}
+
+Status ClBackend::read_top(const hal::Graph& graph, std::span<const hal::TopRequest> req,
+                           std::vector<std::vector<hal::TokenLogit>>& out) {
+  const hal::ActDesc& a = graph.acts[static_cast<size_t>(graph.logits)];
+  hal::TopPlan plan;
+  if (!hal::plan_top(req, a.n_cols, plan)) return invalid_argument("too many logits asked for");
+  BITNET_ASSIGN_OR_RETURN(DeviceBuffer args, pool_.acquire(plan.words.size() * sizeof(int32_t), "top-k arguments"));
+  const size_t n_out = static_cast<size_t>(std::max<int64_t>(plan.n_out, 1));
+  BITNET_ASSIGN_OR_RETURN(DeviceBuffer entries, pool_.acquire(n_out * 2 * sizeof(int32_t), "top-k entries"));
+  Status s = cl_status(clEnqueueWriteBuffer(queue_.get(), args.get(), CL_TRUE, 0, plan.words.size() * sizeof(int32_t),
+                                            plan.words.data(), 0, nullptr, nullptr),
+                       "uploading the top-k arguments");
+  cl_kernel k = kernels_.get("top_k_rows");
+  if (s.ok()) s = set_args(k, act(graph.logits), static_cast<cl_int>(a.n_cols), static_cast<cl_int>(a.n_rows), args.get(), entries.get());
+  if (s.ok()) s = enqueue("top_k_rows", {static_cast<size_t>(a.n_rows) * static_cast<size_t>(kernels_.work_group()), 1, 1}, true);
+  std::vector<int32_t> host(n_out * 2);
+  if (s.ok()) {
+    s = cl_status(clEnqueueReadBuffer(queue_.get(), entries.get(), CL_TRUE, 0, host.size() * sizeof(int32_t), host.data(), 0,
+                                      nullptr, nullptr),
+                  "reading the selected logits");
+  }
+  pool_.release(std::move(args));
+  pool_.release(std::move(entries));
+  BITNET_RETURN_IF_ERROR(s);
+  out.resize(req.size());
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    std::vector<hal::TokenLogit>& row = out[static_cast<size_t>(r)];
+    row.clear();
+    for (int32_t i = plan.out_begin()[r]; i < plan.out_begin()[r + 1]; ++i) {
+      float logit;
+      std::memcpy(&logit, &host[2 * static_cast<size_t>(i) + 1], sizeof logit);
+      row.push_back({host[2 * static_cast<size_t>(i)], logit});
+    }
+  }
+  return {};
+}
+
+Status ClBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> tokens) {
   Status status = prepare_acts(graph);
   if (status.ok()) {
     auto t = pool_.acquire(tokens.size_bytes(), "token ids");
@@ -252,14 +323,6 @@ Status ClBackend::compute(const hal::Graph& graph, std::span<const int32_t> toke
     status = run_op(graph, graph.ops[i]);
     if (!status.ok()) status = status.with_context(fmt::format("op {} ({})", i, hal::op_name(graph.ops[i].kind)));
   }
-  if (status.ok()) {
-    status = cl_status(clEnqueueReadBuffer(queue_.get(), act(graph.logits), CL_TRUE, 0, logits.size_bytes(),
-                                           logits.data(), 0, nullptr, nullptr),
-                       "reading the logits");
-  } else {
-    (void)clFinish(queue_.get());  // nothing in flight may still use the buffers handed back below
-  }
-  release_acts();
   return status;
 }
 

@@ -12,7 +12,8 @@ namespace {
 
 // common.cl first: it holds the pragmas and helpers the others use.
 constexpr std::string_view kSources[] = {"common.cl", "elementwise.cl", "matmul_float.cl",
-                                         "matmul_quant.cl", "matmul_q8.cl", "matmul_w2a8.cl", "norm_rope_attn.cl"};
+                                         "matmul_quant.cl", "matmul_q8.cl", "matmul_w2a8.cl", "norm_rope_attn.cl",
+                                         "top_k.cl"};
 
 std::string build_log(cl_program program, cl_device_id device) {
   size_t n = 0;
