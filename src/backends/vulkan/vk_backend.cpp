@@ -109,6 +109,8 @@ void VulkanBackend::release_scratch() {
   rope_table_.reset();
   kv_map_.reset();
   readback_.reset();
+  top_args_.reset();
+  top_entries_.reset();
 }
 
 Result<std::unique_ptr<hal::Backend>> make_backend(const VulkanOptions& options) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -60,6 +61,9 @@ class VulkanBackend final : public hal::Backend {
   Status init_kv(const hal::KvShape& shape) override;
   Status compute(const hal::Graph& graph, std::span<const int32_t> tokens,
                  std::span<float> logits) override;
+  // The part of each row selected on the device (shaders/top_k.comp); only it is read back.
+  Status compute_top(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<const hal::TopRequest> req,
+                     std::vector<std::vector<hal::TokenLogit>>& out) override;
   std::vector<std::string> kernels_used() const override {
     return {kernels_used_.begin(), kernels_used_.end()};
   }
@@ -73,6 +77,11 @@ class VulkanBackend final : public hal::Backend {
   VulkanBackend() = default;
 
   // vk_compute.cpp
+  // Records the op list and then read_back's commands into one command buffer, submits it and
+  // waits; the activations go back to the pool.
+  Status run_graph(const hal::Graph& graph, std::span<const int32_t> tokens,
+                   const std::function<Status(VkCommandBuffer)>& read_back);
+  static void host_read_barrier(VkCommandBuffer cb, VkPipelineStageFlags stage, VkAccessFlags access);
   Status prepare(const hal::Graph& graph, std::span<const int32_t> tokens);
   Status record_op(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op);
   Status record_matmul(VkCommandBuffer cb, const hal::Graph& graph, const hal::Op& op);
@@ -112,6 +121,7 @@ class VulkanBackend final : public hal::Backend {
   Buffer kv_map_;                // host-visible: int32 [position][table start] per token, then the tables
   hal::KvRows kv_rows_;          // the step's KV addressing (hal::resolve_kv)
   Buffer readback_;              // host-visible: the logits
+  Buffer top_args_, top_entries_;  // host-visible: compute_top's plan and selected entries
   std::vector<VkDescriptorPool> descriptor_pools_;
   size_t descriptor_pool_next_ = 0;
   std::set<std::string> kernels_used_;

@@ -191,12 +191,69 @@ Status VulkanBackend::prepare(const hal::Graph& graph, std::span<const int32_t> 
 Status VulkanBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
   const uint64_t out_bytes = logits.size_bytes();
+  BITNET_RETURN_IF_ERROR(run_graph(graph, tokens, [&](VkCommandBuffer cb) -> Status {
+    BITNET_RETURN_IF_ERROR(host_buffer(readback_, out_bytes).status());
+    const VkBufferCopy region{0, 0, out_bytes};
+    vkCmdCopyBuffer(cb, acts_[static_cast<size_t>(graph.logits)].f32.handle(), readback_.handle(), 1, &region);
+    host_read_barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT);
+    return {};
+  }));
+  std::memcpy(logits.data(), readback_.mapped(), out_bytes);
+  return {};
+}
+
+Status VulkanBackend::compute_top(const hal::Graph& graph, std::span<const int32_t> tokens,
+                                  std::span<const hal::TopRequest> req, std::vector<std::vector<hal::TokenLogit>>& out) {
+  if (graph.logits < 0 || static_cast<size_t>(graph.logits) >= graph.acts.size()) return invalid_argument("a graph without logits");
+  const hal::ActDesc& a = graph.acts[static_cast<size_t>(graph.logits)];
+  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, static_cast<size_t>(a.n_rows * a.n_cols), shapes_, kv_));
+  if (static_cast<int64_t>(req.size()) != a.n_rows) {
+    return invalid_argument(fmt::format("{} top requests for {} logits rows", req.size(), a.n_rows));
+  }
+  // Logits past one binding (many rows of a large vocabulary): the rows come back whole.
+  if (static_cast<uint64_t>(a.n_rows * a.n_cols) * 4 > max_binding_bytes_) return compute_then_select(graph, tokens, req, out);
+  hal::TopPlan plan;
+  if (!hal::plan_top(req, a.n_cols, plan)) return invalid_argument("too many logits asked for");
+  BITNET_ASSIGN_OR_RETURN(Buffer* args, host_buffer(top_args_, plan.words.size() * sizeof(int32_t)));
+  std::memcpy(args->mapped(), plan.words.data(), plan.words.size() * sizeof(int32_t));
+  BITNET_ASSIGN_OR_RETURN(Buffer* entries, host_buffer(top_entries_, static_cast<uint64_t>(std::max<int64_t>(plan.n_out, 1)) * 8));
+  BITNET_RETURN_IF_ERROR(run_graph(graph, tokens, [&](VkCommandBuffer cb) -> Status {
+    const uint32_t push[] = {static_cast<uint32_t>(a.n_cols), static_cast<uint32_t>(a.n_rows)};
+    BITNET_RETURN_IF_ERROR(dispatch(cb, Kernel::kTopK, {bind(acts_[static_cast<size_t>(graph.logits)].f32), bind(*args), bind(*entries)},
+                                    push, sizeof(push), static_cast<uint32_t>(a.n_rows)));
+    host_read_barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+    return {};
+  }));
+  const auto* got = static_cast<const int32_t*>(entries->mapped());
+  out.resize(req.size());
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    std::vector<hal::TokenLogit>& row = out[static_cast<size_t>(r)];
+    row.clear();
+    for (int32_t i = plan.out_begin()[r]; i < plan.out_begin()[r + 1]; ++i) {
+      float logit;
+      std::memcpy(&logit, &got[2 * static_cast<size_t>(i) + 1], sizeof logit);
+      row.push_back({got[2 * static_cast<size_t>(i)], logit});
+    }
+  }
+  return {};
+}
+
+// The writes of `stage` (access `access`) made visible to host reads after the submit.
+void VulkanBackend::host_read_barrier(VkCommandBuffer cb, VkPipelineStageFlags stage, VkAccessFlags access) {
+  VkMemoryBarrier to_host{};
+  to_host.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  to_host.srcAccessMask = access;
+  to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cb, stage, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, nullptr, 0, nullptr);
+}
+
+Status VulkanBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> tokens,
+                                const std::function<Status(VkCommandBuffer)>& read_back) {
   Status s = prepare(graph, tokens);
   if (s.ok()) {
     for (VkDescriptorPool p : descriptor_pools_) vkResetDescriptorPool(ctx_->device(), p, 0);
     descriptor_pool_next_ = 0;
-    auto readback = host_buffer(readback_, out_bytes);
-    auto cb = readback.ok() ? ctx_->begin_commands() : Result<VkCommandBuffer>(readback.status());
+    auto cb = ctx_->begin_commands();
     if (!cb.ok()) {
       s = cb.status();
     } else {
@@ -205,15 +262,7 @@ Status VulkanBackend::compute(const hal::Graph& graph, std::span<const int32_t> 
         if (!s.ok()) break;
         full_barrier(*cb);
       }
-      if (s.ok()) {
-        const VkBufferCopy region{0, 0, out_bytes};
-        vkCmdCopyBuffer(*cb, acts_[static_cast<size_t>(graph.logits)].f32.handle(), readback_.handle(), 1, &region);
-        VkMemoryBarrier to_host{};  // the copy's writes made visible to host reads
-        to_host.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-        to_host.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-        to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-        vkCmdPipelineBarrier(*cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, nullptr, 0, nullptr);
-      }
+      if (s.ok()) s = read_back(*cb);
       if (s.ok()) {
         s = ctx_->submit_and_wait(*cb);
       } else {
@@ -222,9 +271,7 @@ Status VulkanBackend::compute(const hal::Graph& graph, std::span<const int32_t> 
     }
   }
   release_acts();
-  if (!s.ok()) return s;
-  std::memcpy(logits.data(), readback_.mapped(), out_bytes);
-  return {};
+  return s;
 }
 
 }  // namespace bitnet::vulkan

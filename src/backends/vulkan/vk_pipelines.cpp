@@ -87,6 +87,7 @@ constexpr KernelDesc kKernels[] = {
     {"vulkan:relu2_mul", "eltwise.spv", 2, 256},
     {"vulkan:scale", "eltwise.spv", 3, 256},
     {"vulkan:bias", "eltwise.spv", 4, 256},
+    {"vulkan:top_k_rows", "top_k.spv", 0, 256},
 };
 static_assert(std::size(kKernels) == static_cast<size_t>(Kernel::kCount));
 

@@ -34,6 +34,7 @@ enum class Kernel : int {
   kRope,
   kAttention,
   kAdd, kSiluMul, kRelu2Mul, kScale, kBias,
+  kTopK,  // part of each logits row (compute_top)
   kCount,
 };
 
