@@ -136,13 +136,15 @@ class Model {
     // What comes back of the last token's logits: the whole row (top == 0, StepOutput::logits),
     // or its `top` largest logits with their ids (ties go to the lower ids; in any order) and
     // then the logits of the ids in `also` (StepOutput::top). That part is what a top-k sampler
-    // needs, and a GPU backend selects it on the device instead of copying the row back.
+    // needs, and a GPU backend selects it on the device instead of copying the row back, in a
+    // step where every entry asks for a part (otherwise the step's rows come back whole and
+    // the parts are selected on the host).
     int32_t top = 0;
     std::span<const int32_t> also = {};
   };
   struct StepOutput {
     std::vector<float> logits;    // [n_vocab], when the entry's top == 0
-    std::vector<TokenLogit> top;  // when top > 0: min(top, n_vocab) entries, then `also`'s
+    std::vector<TokenLogit> top;  // when top > 0: min(top, n_vocab) entries, then `also`'s (ids outside the vocabulary skipped)
   };
   // One forward pass over the new tokens of several sessions of this model (each at most
   // once; prefill chunks and decode tokens mixed, each at its own positions): each entry's

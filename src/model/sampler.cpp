@@ -9,12 +9,17 @@ namespace bitnet {
 
 namespace {
 
-// Sorts by logit (descending, then id) and fills p with the softmax of logit / temperature.
+// Whether a ranks before b: the larger logit, then the lower id, a NaN after every number
+// (hal::ranks_before: the order the backends' top-k selection uses).
+template <class Candidate>
+bool ranks_first(const Candidate& a, const Candidate& b) {
+  return hal::ranks_before({a.id, a.logit}, {b.id, b.logit});
+}
+
+// Sorts by rank and fills p with the softmax of logit / temperature.
 template <class Candidate>
 void softmax_sorted(std::vector<Candidate>& c, float temperature) {
-  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
-    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
-  });
+  std::sort(c.begin(), c.end(), ranks_first<Candidate>);
   const float max_logit = c.front().logit;
   double sum = 0.0;
   for (auto& x : c) {
@@ -49,7 +54,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     // path below picks it), without copying 128K candidates per token of every sequence.
     size_t best = 0;
     for (size_t i = 1; i < logits.size(); ++i) {
-      if (logits[best] < logits[i]) best = i;
+      if (hal::ranks_before({static_cast<int32_t>(i), logits[i]}, {static_cast<int32_t>(best), logits[best]})) best = i;
     }
     return static_cast<int32_t>(best);
   }
@@ -90,17 +95,12 @@ int32_t Sampler::sample_top(std::span<const hal::TokenLogit> part, std::span<con
 
 int32_t Sampler::draw() {
   if (params_.temperature <= 0.0f) {
-    const auto best = std::max_element(cand_.begin(), cand_.end(), [](const Candidate& a, const Candidate& b) {
-      return a.logit != b.logit ? a.logit < b.logit : a.id > b.id;  // the lowest id of the maxima
-    });
+    const auto best = std::min_element(cand_.begin(), cand_.end(), ranks_first<Candidate>);  // lowest id of the maxima
     return best->id;
   }
 
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < cand_.size()) {
-    std::partial_sort(cand_.begin(), cand_.begin() + params_.top_k, cand_.end(),
-                      [](const Candidate& a, const Candidate& b) {
-                        return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
-                      });
+    std::partial_sort(cand_.begin(), cand_.begin() + params_.top_k, cand_.end(), ranks_first<Candidate>);
     cand_.resize(static_cast<size_t>(params_.top_k));
   }
   softmax_sorted(cand_, 1.0f);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -151,6 +152,8 @@ TEST(Sampler, TheTopPartOfTheRowDrawsWhatTheWholeRowDraws) {
     for (int step = 0; step < 12; ++step) {
       std::vector<float> logits(static_cast<size_t>(n_vocab));
       for (float& l : logits) l = static_cast<float>(static_cast<int>(next() >> 24) % 24 - 12) * 0.25f;  // ties
+      if (trial % 9 == 4) logits[next() % logits.size()] = std::numeric_limits<float>::quiet_NaN();  // ranks last
+      if (trial % 9 == 5) logits[0] = std::numeric_limits<float>::quiet_NaN();
       const std::optional<hal::TopRequest> req = part.wants(history);
       ASSERT_TRUE(req.has_value());
       std::vector<hal::TokenLogit> top;
@@ -163,6 +166,16 @@ TEST(Sampler, TheTopPartOfTheRowDrawsWhatTheWholeRowDraws) {
       history.push_back(static_cast<int32_t>(next() % static_cast<uint32_t>(n_vocab)));
     }
   }
+}
+
+// A NaN logit never wins, wherever it is (the backends' top-k selection ranks it last too).
+TEST(Sampler, GreedyPassesOverANan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Sampler s(greedy());
+  EXPECT_EQ(s.sample(std::vector<float>{nan, 1.0f, 3.0f, 2.0f}, {}), 2);
+  SamplingParams pen = greedy();
+  pen.repeat_penalty = 1.5f;
+  EXPECT_EQ(Sampler(pen).sample(std::vector<float>{nan, 1.0f, 3.0f, 2.0f}, {}), 2);
 }
 
 TEST(Sampler, SamplingWithTopKOffWantsTheWholeRow) {

@@ -297,7 +297,7 @@ void HttpServer::Impl::completion(const httplib::Request& req, httplib::Response
                 {"cache_n", g.cached_tokens},
                 {"predicted_n", g.completion_tokens},
                 {"predicted_ms", g.generation_seconds * 1e3},
-                {"predicted_per_second", g.generation_seconds > 0 ? g.completion_tokens / g.generation_seconds : 0.0}};
+                {"predicted_per_second", g.generation_seconds > 0 ? static_cast<double>(g.completion_tokens) / g.generation_seconds : 0.0}};
   };
 
   if (!r.stream) {

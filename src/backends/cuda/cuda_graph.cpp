@@ -78,7 +78,7 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
   }
   handled = true;
   CapturedStep* captured = step.get();
-  if (std::unique_ptr<CapturedStep> out = graphs_cache_.insert(std::move(step))) drop_step(*out);
+  if (std::unique_ptr<CapturedStep> evicted = graphs_cache_.insert(std::move(step))) drop_step(*evicted);
   s = cuda_status(cudaGraphLaunch(captured->exec, stream_), "cudaGraphLaunch");
   if (s.ok()) s = read_logits(graph, out);
   if (!s.ok()) {

@@ -86,6 +86,7 @@ Status CudaBackend::launch(const hal::Graph& graph, size_t index, Kernel kernel)
     case Kernel::kNormQuant:
     case Kernel::kGateNormQuant: return launch_fused(graph, index, kernel);
     case Kernel::kFused: return {};
+    case Kernel::kTopK: break;  // not an op's kernel: read_top launches it after the op list
   }
   return internal_error(BITNET_GPU_PREFIX " unknown kernel");
 }

@@ -191,13 +191,14 @@ Status VulkanBackend::prepare(const hal::Graph& graph, std::span<const int32_t> 
 Status VulkanBackend::compute(const hal::Graph& graph, std::span<const int32_t> tokens, std::span<float> logits) {
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
   const uint64_t out_bytes = logits.size_bytes();
-  BITNET_RETURN_IF_ERROR(run_graph(graph, tokens, [&](VkCommandBuffer cb) -> Status {
+  const auto copy_logits = [&](VkCommandBuffer cb) -> Status {
     BITNET_RETURN_IF_ERROR(host_buffer(readback_, out_bytes).status());
     const VkBufferCopy region{0, 0, out_bytes};
     vkCmdCopyBuffer(cb, acts_[static_cast<size_t>(graph.logits)].f32.handle(), readback_.handle(), 1, &region);
     host_read_barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT);
     return {};
-  }));
+  };
+  BITNET_RETURN_IF_ERROR(run_graph(graph, tokens, copy_logits));
   std::memcpy(logits.data(), readback_.mapped(), out_bytes);
   return {};
 }
@@ -217,13 +218,14 @@ Status VulkanBackend::compute_top(const hal::Graph& graph, std::span<const int32
   BITNET_ASSIGN_OR_RETURN(Buffer* args, host_buffer(top_args_, plan.words.size() * sizeof(int32_t)));
   std::memcpy(args->mapped(), plan.words.data(), plan.words.size() * sizeof(int32_t));
   BITNET_ASSIGN_OR_RETURN(Buffer* entries, host_buffer(top_entries_, static_cast<uint64_t>(std::max<int64_t>(plan.n_out, 1)) * 8));
-  BITNET_RETURN_IF_ERROR(run_graph(graph, tokens, [&](VkCommandBuffer cb) -> Status {
+  const auto select = [&](VkCommandBuffer cb) -> Status {
     const uint32_t push[] = {static_cast<uint32_t>(a.n_cols), static_cast<uint32_t>(a.n_rows)};
     BITNET_RETURN_IF_ERROR(dispatch(cb, Kernel::kTopK, {bind(acts_[static_cast<size_t>(graph.logits)].f32), bind(*args), bind(*entries)},
                                     push, sizeof(push), static_cast<uint32_t>(a.n_rows)));
     host_read_barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT);
     return {};
-  }));
+  };
+  BITNET_RETURN_IF_ERROR(run_graph(graph, tokens, select));
   const auto* got = static_cast<const int32_t*>(entries->mapped());
   out.resize(req.size());
   for (int64_t r = 0; r < a.n_rows; ++r) {
