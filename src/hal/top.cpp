@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -60,6 +61,17 @@ bool plan_top(std::span<const TopRequest> req, int64_t n_cols, TopPlan& plan) {
   plan.words.insert(plan.words.end(), also.begin(), also.end());
   plan.n_out = out;
   return true;
+}
+
+void unpack_top(const TopPlan& plan, const void* entries, std::vector<std::vector<TokenLogit>>& out) {
+  static_assert(sizeof(TokenLogit) == 8);
+  const auto* bytes = static_cast<const uint8_t*>(entries);
+  out.resize(static_cast<size_t>(plan.n_rows));
+  for (int64_t r = 0; r < plan.n_rows; ++r) {
+    std::vector<TokenLogit>& row = out[static_cast<size_t>(r)];
+    row.resize(static_cast<size_t>(plan.out_begin()[r + 1] - plan.out_begin()[r]));
+    std::memcpy(row.data(), bytes + static_cast<size_t>(plan.out_begin()[r]) * sizeof(TokenLogit), row.size() * sizeof(TokenLogit));
+  }
 }
 
 Status Backend::compute_then_select(const Graph& graph, std::span<const int32_t> tokens, std::span<const TopRequest> req,

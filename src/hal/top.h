@@ -53,4 +53,8 @@ struct TopPlan {
 // False when the entries outnumber int32 offsets.
 bool plan_top(std::span<const TopRequest> req, int64_t n_cols, TopPlan& plan);
 
+// The rows of a kernel's output for `plan`: entries as (int32 id, float logit bits) word pairs
+// (TokenLogit's layout), plan.n_out of them; out gets one vector per row.
+void unpack_top(const TopPlan& plan, const void* entries, std::vector<std::vector<TokenLogit>>& out);
+
 }  // namespace bitnet::hal

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
@@ -124,20 +125,46 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaWholeModel,
                            return name;
                          });
 
+// The tiny I2_S model (golden/bitnetcpp) loaded onto `gpu` with a 64-position F16 cache: its
+// file and network, or an empty path when its data is missing (the test skips).
+struct TinyModel {
+  std::filesystem::path path;
+  std::optional<gguf::File> file;
+  std::optional<Network> net;
+};
+TinyModel load_tiny(hal::Backend& gpu) {
+  TinyModel m;
+  m.path = std::filesystem::path(BITNET_SHARED_DIR) / "golden/bitnetcpp/tiny-bitnet-i2_s.gguf";
+  if (!std::filesystem::exists(m.path)) return m;
+  auto file = gguf::File::open(m.path.string());
+  EXPECT_TRUE(file.ok());
+  if (!file.ok()) return m;
+  m.file.emplace(std::move(file).value());
+  auto net = Network::from_gguf(*m.file);
+  EXPECT_TRUE(net.ok());
+  if (!net.ok()) return m;
+  m.net.emplace(std::move(net).value());
+  const ModelConfig& cfg = m.net->config();
+  EXPECT_TRUE(gpu.load_weights(m.net->weight_table()).ok());
+  EXPECT_TRUE(gpu.init_kv({static_cast<int32_t>(cfg.n_layer), 64, cfg.n_embd_kv(), hal::KvType::kF16}).ok());
+  return m;
+}
+
+// Declares `model` (a Network&) from load_tiny(*gpu), or skips without the data.
+#define BITNET_TINY_MODEL_OR_SKIP(model, gpu)                                                 \
+  TinyModel model##_loaded = load_tiny(*gpu);                                                  \
+  if (!std::filesystem::exists(model##_loaded.path)) GTEST_SKIP() << "missing test data: " << model##_loaded.path; \
+  ASSERT_TRUE(model##_loaded.net.has_value());                                                 \
+  const Network& model = *model##_loaded.net
+
 // The ternary product runs the GEMV for decode and, on cc >= 8, the mma GEMM for a prefill
 // chunk; both agree with the CPU; release_scratch gives the pool's blocks back and the next
 // step allocates again.
 TEST(CudaBackend, GemvAndMmaKernelsAndScratchRelease) {
   BITNET_CUDA_BACKEND_OR_SKIP(gpu);
-  const std::filesystem::path path = std::filesystem::path(BITNET_SHARED_DIR) / "golden/bitnetcpp/tiny-bitnet-i2_s.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing test data: " << path;
-  auto file = gguf::File::open(path.string());
-  ASSERT_TRUE(file.ok());
-  auto model = Network::from_gguf(*file);
-  ASSERT_TRUE(model.ok());
+  BITNET_TINY_MODEL_OR_SKIP(tiny, gpu);
+  const Network* model = &tiny;
   const ModelConfig& cfg = model->config();
-  ASSERT_TRUE(gpu->load_weights(model->weight_table()).ok());
-  ASSERT_TRUE(gpu->init_kv({static_cast<int32_t>(cfg.n_layer), 64, cfg.n_embd_kv(), hal::KvType::kF16}).ok());
   std::vector<int32_t> tokens(20);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i * 13 % static_cast<size_t>(cfg.n_vocab));
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));
@@ -170,15 +197,9 @@ TEST(CudaBackend, GemvAndMmaKernelsAndScratchRelease) {
 // kernel shows in kernels_used().
 TEST(CudaBackend, ComputeTopSelectsWhatTheHostSelects) {
   BITNET_CUDA_BACKEND_OR_SKIP(gpu);
-  const std::filesystem::path path = std::filesystem::path(BITNET_SHARED_DIR) / "golden/bitnetcpp/tiny-bitnet-i2_s.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing test data: " << path;
-  auto file = gguf::File::open(path.string());
-  ASSERT_TRUE(file.ok());
-  auto model = Network::from_gguf(*file);
-  ASSERT_TRUE(model.ok());
+  BITNET_TINY_MODEL_OR_SKIP(tiny, gpu);
+  const Network* model = &tiny;
   const ModelConfig& cfg = model->config();
-  ASSERT_TRUE(gpu->load_weights(model->weight_table()).ok());
-  ASSERT_TRUE(gpu->init_kv({static_cast<int32_t>(cfg.n_layer), 64, cfg.n_embd_kv(), hal::KvType::kF16}).ok());
   const std::vector<int32_t> prompt = {1, 5, 9, 14};
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab));
   ASSERT_TRUE(gpu->compute(model->build_graph(4, 0, LogitRows::kLast), prompt, logits).ok());

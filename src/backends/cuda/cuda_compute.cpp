@@ -142,13 +142,8 @@ Status CudaBackend::read_top(const hal::Graph& graph, std::span<const hal::TopRe
   BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, entries, static_cast<size_t>(plan.n_out) * sizeof(TopEntry),
                                                      cudaMemcpyDeviceToHost, stream_), "copying the selected logits back"));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "running the step"));
-  const auto* got = static_cast<const TopEntry*>(dst);
-  out.resize(req.size());
-  for (int64_t r = 0; r < a.n_rows; ++r) {
-    std::vector<hal::TokenLogit>& row = out[static_cast<size_t>(r)];
-    row.clear();
-    for (int32_t i = plan.out_begin()[r]; i < plan.out_begin()[r + 1]; ++i) row.push_back({got[i].id, got[i].logit});
-  }
+  static_assert(sizeof(TopEntry) == sizeof(hal::TokenLogit));
+  hal::unpack_top(plan, dst, out);
   return {};
 }
 

@@ -25,6 +25,7 @@
 #include "backends/cuda/w2c_weights.h"
 #include "core/fp16.h"
 #include "hal/top.h"
+#include "hal/top_testing.h"
 #include "quant/quant.h"
 
 namespace bitnet::cuda {
@@ -381,20 +382,14 @@ TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
   }
 }
 
-// The device's part of each row equals hal::select_top's (as a set: the kernel writes the top
-// entries in no order): a clear maximum, a tie at the k-th value (the lower ids win), NaN, -0,
-// infinities, k = 1 (greedy), k past the row, and the penalized ids after them.
+// The device's part of each row equals hal::select_top's (hal/top_testing.h's rows: ties at the
+// boundary and everywhere, NaN, -0, infinities; k = 1, k past the row, named ids), on rows of
+// a 128K vocabulary.
 TEST_F(CudaKernels, TopKAndEmbedMatchTheHost) {
   std::mt19937 rng(17);
-  const int64_t n_rows = 5, n_cols = 128256;
-  auto x = randn(n_rows * n_cols, rng);
-  x[5] = 100.0f;                                                       // row 0: index 5
-  for (int64_t i = 0; i < 60; ++i) x[n_cols + 100 + 37 * i] = 50.0f;  // row 1: 60 tied at the top
-  x[2 * n_cols] = NAN;                                                 // row 2: NaN never wins
-  x[2 * n_cols + 3] = INFINITY;
-  x[2 * n_cols + 4] = -0.0f;
-  for (int64_t i = 0; i < n_cols; ++i) x[3 * n_cols + i] = static_cast<float>(i % 7);  // row 3: ties everywhere
-  const std::vector<hal::TopRequest> req = {{1, {}}, {40, {2, 9, 128255}}, {40, {0, 4}}, {3000, {}}, {200000, {}}};  // row 4: k past the row, all of it
+  const int64_t n_rows = hal::testing::kTopTestRows, n_cols = 128256;
+  const std::vector<float> x = hal::testing::top_test_rows(n_cols);
+  const std::vector<hal::TopRequest> req = hal::testing::top_test_requests(n_cols);
   hal::TopPlan plan;
   ASSERT_TRUE(hal::plan_top(req, n_cols, plan));
   DeviceVec<float> dx(x);
@@ -404,23 +399,10 @@ TEST_F(CudaKernels, TopKAndEmbedMatchTheHost) {
   const TopArgs args{w, w + n_rows, w + 2 * n_rows + 1, w + hal::TopPlan::also_offset(n_rows)};
   ASSERT_EQ(top_k_rows(dx.get(), n_rows, n_cols, args, out.get(), nullptr), cudaSuccess);
   sync();
-  const auto got = out.host();
-  for (int64_t r = 0; r < n_rows; ++r) {
-    std::vector<hal::TokenLogit> want;
-    hal::select_top(std::span<const float>(x).subspan(static_cast<size_t>(r * n_cols), static_cast<size_t>(n_cols)),
-                    req[static_cast<size_t>(r)], want);
-    const auto b = static_cast<size_t>(plan.out_begin()[r]), e = static_cast<size_t>(plan.out_begin()[r + 1]);
-    ASSERT_EQ(e - b, want.size()) << "row " << r;
-    const size_t k = static_cast<size_t>(plan.k()[r]);
-    std::vector<hal::TokenLogit> top;
-    for (size_t i = b; i < b + k; ++i) top.push_back({got[i].id, got[i].logit});
-    std::sort(top.begin(), top.end(), hal::ranks_before);
-    for (size_t i = 0; i < want.size(); ++i) {
-      const hal::TokenLogit g = i < k ? top[i] : hal::TokenLogit{got[b + i].id, got[b + i].logit};
-      EXPECT_EQ(g.id, want[i].id) << "row " << r << " entry " << i;
-      EXPECT_TRUE(g.logit == want[i].logit || (std::isnan(g.logit) && std::isnan(want[i].logit))) << "row " << r << " entry " << i;
-    }
-  }
+  const std::vector<TopEntry> entries = out.host();
+  std::vector<std::vector<hal::TokenLogit>> got;
+  hal::unpack_top(plan, entries.data(), got);
+  hal::testing::expect_top_matches(x, n_cols, req, got);
   EXPECT_EQ(top_k_rows(dx.get(), 0, n_cols, args, out.get(), nullptr), kGpuInvalidValue);
 
   const int64_t n_vocab = 50, n_embd = 64;

@@ -272,16 +272,7 @@ Status ClBackend::read_top(const hal::Graph& graph, std::span<const hal::TopRequ
   pool_.release(std::move(args));
   pool_.release(std::move(entries));
   BITNET_RETURN_IF_ERROR(s);
-  out.resize(req.size());
-  for (int64_t r = 0; r < a.n_rows; ++r) {
-    std::vector<hal::TokenLogit>& row = out[static_cast<size_t>(r)];
-    row.clear();
-    for (int32_t i = plan.out_begin()[r]; i < plan.out_begin()[r + 1]; ++i) {
-      float logit;
-      std::memcpy(&logit, &host[2 * static_cast<size_t>(i) + 1], sizeof logit);
-      row.push_back({host[2 * static_cast<size_t>(i)], logit});
-    }
-  }
+  hal::unpack_top(plan, host.data(), out);
   return {};
 }
 

@@ -1,34 +1,21 @@
 // Backend::compute_top on the OpenCL device (kernels/top_k.cl, the CUDA backend's radix
-// select) against hal::select_top of the same backend's whole rows: crafted rows with ties at
-// the boundary, NaN, -0 and infinities, fed to the logits by kEmbed of an F32 table.
+// select) against hal::select_top of the same backend's whole rows (hal/top_testing.h's rows,
+// fed to the logits by kEmbed of an F32 table).
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "backends/opencl/cl_test_util.h"
-#include "hal/top.h"
+#include "hal/top_testing.h"
 
 namespace bitnet::opencl::test {
 namespace {
 
 TEST(OpenclTopK, SelectsWhatTheHostSelects) {
   BITNET_CL_BACKEND_OR_SKIP(cl, ClOptions{});
-  const int64_t n_rows = 5, n_cols = 20000;
-  std::mt19937 rng(3);
-  std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::vector<float> v(static_cast<size_t>(n_rows * n_cols));
-  for (float& x : v) x = normal(rng);
-  const auto at = [&](int64_t r, int64_t i) -> float& { return v[static_cast<size_t>(r * n_cols + i)]; };
-  for (int64_t i = 0; i < 60; ++i) at(1, 100 + 37 * i) = 50.0f;  // 60 tied at the top: k = 40 takes the first 40
-  at(2, 0) = std::numeric_limits<float>::quiet_NaN();
-  at(2, 3) = std::numeric_limits<float>::infinity();
-  at(2, 4) = -0.0f;
-  at(2, 5) = 0.0f;
-  for (int64_t i = 0; i < n_cols; ++i) at(3, i) = static_cast<float>(i % 7);  // ties everywhere
+  const int64_t n_rows = hal::testing::kTopTestRows, n_cols = 20000;
   WeightTable table(1);
-  const hal::WeightId w = table.add_values(GgmlType::kF32, n_rows, n_cols, v);
+  const hal::WeightId w = table.add_values(GgmlType::kF32, n_rows, n_cols, hal::testing::top_test_rows(n_cols));
   hal::Graph g;
   g.n_tokens = n_rows;
   const hal::ActId x = add_act(g, "logits", n_rows, n_cols);
@@ -37,26 +24,13 @@ TEST(OpenclTopK, SelectsWhatTheHostSelects) {
   ASSERT_TRUE(cl->load_weights(table.descs()).ok());
   ASSERT_TRUE(cl->init_kv({1, 32, 16}).ok());
   const std::vector<int32_t> tokens = {0, 1, 2, 3, 4};
-  std::vector<float> logits(v.size());
+  std::vector<float> logits(static_cast<size_t>(n_rows * n_cols));
   ASSERT_TRUE(cl->compute(g, tokens, logits).ok());
-  const std::vector<hal::TopRequest> req = {{1, {}}, {40, {2, 9, static_cast<int32_t>(n_cols) - 1, -5}}, {6, {0, 4}},
-                                            {3000, {}}, {50000, {}}};  // the last: k past the row
+  const std::vector<hal::TopRequest> req = hal::testing::top_test_requests(n_cols);
   std::vector<std::vector<hal::TokenLogit>> got;
   const Status s = cl->compute_top(g, tokens, req, got);
   ASSERT_TRUE(s.ok()) << s.to_string();
-  ASSERT_EQ(got.size(), req.size());
-  for (size_t r = 0; r < req.size(); ++r) {
-    std::vector<hal::TokenLogit> want;
-    hal::select_top(std::span<const float>(logits).subspan(r * n_cols, n_cols), req[r], want);
-    ASSERT_EQ(got[r].size(), want.size()) << "row " << r;
-    const auto k = static_cast<size_t>(hal::top_count(req[r], n_cols));
-    std::sort(got[r].begin(), got[r].begin() + static_cast<std::ptrdiff_t>(k), hal::ranks_before);
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(got[r][i].id, want[i].id) << "row " << r << " entry " << i;
-      EXPECT_TRUE(got[r][i].logit == want[i].logit || (std::isnan(got[r][i].logit) && std::isnan(want[i].logit)))
-          << "row " << r << " entry " << i;
-    }
-  }
+  hal::testing::expect_top_matches(logits, n_cols, req, got);
   const std::vector<std::string> used = cl->kernels_used();
   EXPECT_NE(std::find(used.begin(), used.end(), "opencl:top_k_rows"), used.end());
   EXPECT_EQ(cl->compute_top(g, tokens, std::vector<hal::TopRequest>(2), got).code(), StatusCode::kInvalidArgument);

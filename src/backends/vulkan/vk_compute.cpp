@@ -226,17 +226,7 @@ Status VulkanBackend::compute_top(const hal::Graph& graph, std::span<const int32
     return {};
   };
   BITNET_RETURN_IF_ERROR(run_graph(graph, tokens, select));
-  const auto* got = static_cast<const int32_t*>(entries->mapped());
-  out.resize(req.size());
-  for (int64_t r = 0; r < a.n_rows; ++r) {
-    std::vector<hal::TokenLogit>& row = out[static_cast<size_t>(r)];
-    row.clear();
-    for (int32_t i = plan.out_begin()[r]; i < plan.out_begin()[r + 1]; ++i) {
-      float logit;
-      std::memcpy(&logit, &got[2 * static_cast<size_t>(i) + 1], sizeof logit);
-      row.push_back({got[2 * static_cast<size_t>(i)], logit});
-    }
-  }
+  hal::unpack_top(plan, entries->mapped(), out);
   return {};
 }
 
