@@ -74,17 +74,22 @@ void unpack_top(const TopPlan& plan, const void* entries, std::vector<std::vecto
   }
 }
 
-Status Backend::compute_then_select(const Graph& graph, std::span<const int32_t> tokens, std::span<const TopRequest> req,
-                                    std::vector<std::vector<TokenLogit>>& out) {
+Result<const ActDesc*> top_logits(const Graph& graph, size_t n_requests) {
   if (graph.logits < 0 || static_cast<size_t>(graph.logits) >= graph.acts.size()) return invalid_argument("a graph without logits");
   const ActDesc& a = graph.acts[static_cast<size_t>(graph.logits)];
-  if (static_cast<int64_t>(req.size()) != a.n_rows) {
-    return invalid_argument(fmt::format("{} top requests for {} logits rows", req.size(), a.n_rows));
+  if (static_cast<int64_t>(n_requests) != a.n_rows) {
+    return invalid_argument(fmt::format("{} top requests for {} logits rows", n_requests, a.n_rows));
   }
-  std::vector<float> logits(static_cast<size_t>(a.n_rows * a.n_cols));
+  return &a;
+}
+
+Status Backend::compute_then_select(const Graph& graph, std::span<const int32_t> tokens, std::span<const TopRequest> req,
+                                    std::vector<std::vector<TokenLogit>>& out) {
+  BITNET_ASSIGN_OR_RETURN(const ActDesc* a, top_logits(graph, req.size()));
+  std::vector<float> logits(static_cast<size_t>(a->n_rows * a->n_cols));
   BITNET_RETURN_IF_ERROR(compute(graph, tokens, logits));
   out.resize(req.size());
-  const auto n_cols = static_cast<size_t>(a.n_cols);
+  const auto n_cols = static_cast<size_t>(a->n_cols);
   for (size_t r = 0; r < req.size(); ++r) select_top(std::span<const float>(logits).subspan(r * n_cols, n_cols), req[r], out[r]);
   return {};
 }

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "bitnet/sampling.h"
+#include "bitnet/status.h"
+#include "hal/ops.h"
 
 namespace bitnet::hal {
 
@@ -31,6 +33,10 @@ inline bool ranks_before(const TokenLogit& a, const TokenLogit& b) {
 // The selection on the host, and the reference of the device kernels: out = the top entries
 // (ordered by ranks_before), then the `also` entries.
 void select_top(std::span<const float> row, const TopRequest& req, std::vector<TokenLogit>& out);
+
+// The logits activation of a graph run by compute_top with n_requests requests (one per row),
+// or kInvalidArgument.
+Result<const ActDesc*> top_logits(const Graph& graph, size_t n_requests);
 
 // The top entries' count for a row of n_cols: min(k, n_cols).
 inline int64_t top_count(const TopRequest& req, int64_t n_cols) { return req.k < n_cols ? req.k : n_cols; }

@@ -36,7 +36,7 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 // The distinct ids of the penalty's window (the last repeat_last_n tokens, all when < 0), or
 // none when there is no penalty.
 std::vector<int32_t> Sampler::penalized(std::span<const int32_t> history) const {
-  if (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0) return {};
+  if (!penalizes()) return {};
   const size_t n = params_.repeat_last_n < 0 ? history.size()
                                              : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
   std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
@@ -48,8 +48,7 @@ std::vector<int32_t> Sampler::penalized(std::span<const int32_t> history) const 
 float Sampler::penalize(float l) const { return l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty; }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  const bool penalty = params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0;
-  if (params_.temperature <= 0.0f && !penalty && !logits.empty()) {
+  if (params_.temperature <= 0.0f && !penalizes() && !logits.empty()) {
     // Greedy without a penalty: the first maximum of the logits themselves (as the candidate
     // path below picks it), without copying 128K candidates per token of every sequence.
     size_t best = 0;

@@ -41,6 +41,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<Candidate> cand_;
 
+  bool penalizes() const { return params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0; }
   std::vector<int32_t> penalized(std::span<const int32_t> history) const;
   float penalize(float logit) const;
   int32_t draw();  // top-k (cand_ holds more than top_k), top-p, min-p, temperature, the draw

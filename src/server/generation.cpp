@@ -69,17 +69,7 @@ const std::optional<hal::TopRequest>& Generation::wants() {
   return wants_;
 }
 
-std::optional<int32_t> Generation::next(std::span<const float> logits) {
-  return next_token([&] { return sampler_.sample(logits, history_); });
-}
-
 std::optional<int32_t> Generation::next(const Model::StepOutput& out) {
-  if (!out.logits.empty()) return next(out.logits);
-  return next_token([&] { return sampler_.sample_top(out.top, history_); });
-}
-
-template <class Sample>
-std::optional<int32_t> Generation::next_token(const Sample& sample) {
   if (finished_) return std::nullopt;
   if (client_gone_) {
     finish("cancelled");
@@ -89,7 +79,7 @@ std::optional<int32_t> Generation::next_token(const Sample& sample) {
     finish("length");
     return std::nullopt;
   }
-  const int32_t id = sample();
+  const int32_t id = out.logits.empty() ? sampler_.sample_top(out.top, history_) : sampler_.sample(out.logits, history_);
   if (model_.is_end_of_generation(id)) {
     finish("stop");
     return std::nullopt;

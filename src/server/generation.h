@@ -33,10 +33,9 @@ class Generation {
  public:
   Generation(const Model& model, const GenerationRequest& request, std::span<const int32_t> prompt, int64_t max_tokens,
              int64_t max_len, std::function<bool(std::string_view)> on_text);
-  // The logits after the last evaluated token: the next token to evaluate, or nothing when
-  // the generation has finished (result().finish_reason says why).
-  std::optional<int32_t> next(std::span<const float> logits);
-  // The same from a step's output: the whole row, or the part of it that wants() asked for.
+  // The logits after the last evaluated token (a step's output: the whole row, or the part of
+  // it that wants() asked for): the next token to evaluate, or nothing when the generation
+  // has finished (result().finish_reason says why).
   std::optional<int32_t> next(const Model::StepOutput& out);
   // The part of the next logits row the sampler needs (Model::StepInput::top and also; valid
   // until the next call of next()), or none when it needs the whole row.
@@ -46,8 +45,6 @@ class Generation {
   GenerationResult& result() { return r_; }
 
  private:
-  template <class Sample>
-  std::optional<int32_t> next_token(const Sample& sample);
   void flush(bool final);
   void finish(const char* reason);
 

@@ -178,12 +178,11 @@ bool Scheduler::step() {
   // rows are not used, so they take the smallest part.
   for (size_t i = 0; i < batch.size(); ++i) {
     const bool samples = chunk[i] == 0 || who[i]->prefilled + chunk[i] >= static_cast<int64_t>(who[i]->job->prompt.size());
-    const std::optional<hal::TopRequest>* want = samples ? &who[i]->gen->wants() : nullptr;
-    if (want == nullptr) {
+    if (!samples) {
       batch[i].top = 1;
-    } else if (want->has_value()) {
-      batch[i].top = (*want)->k;
-      batch[i].also = (*want)->also;
+    } else if (const std::optional<hal::TopRequest>& want = who[i]->gen->wants()) {
+      batch[i].top = want->k;
+      batch[i].also = want->also;
     }
   }
   Result<std::vector<Model::StepOutput>> logits = model_.step(batch);

@@ -235,13 +235,9 @@ Status ClBackend::compute(const hal::Graph& graph, std::span<const int32_t> toke
 
 Status ClBackend::compute_top(const hal::Graph& graph, std::span<const int32_t> tokens,
                               std::span<const hal::TopRequest> req, std::vector<std::vector<hal::TokenLogit>>& out) {
-  if (graph.logits < 0 || static_cast<size_t>(graph.logits) >= graph.acts.size()) return invalid_argument("a graph without logits");
-  const hal::ActDesc& a = graph.acts[static_cast<size_t>(graph.logits)];
-  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, static_cast<size_t>(a.n_rows * a.n_cols), shapes_,
+  BITNET_ASSIGN_OR_RETURN(const hal::ActDesc* a, hal::top_logits(graph, req.size()));
+  BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, static_cast<size_t>(a->n_rows * a->n_cols), shapes_,
                                              k_cache_.empty() ? hal::KvShape{} : kv_));
-  if (static_cast<int64_t>(req.size()) != a.n_rows) {
-    return invalid_argument(fmt::format("{} top requests for {} logits rows", req.size(), a.n_rows));
-  }
   Status status = run_graph(graph, tokens);
   if (status.ok()) status = read_top(graph, req, out);
   if (!status.ok()) (void)clFinish(queue_.get());

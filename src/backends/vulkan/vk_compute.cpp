@@ -205,12 +205,9 @@ Status VulkanBackend::compute(const hal::Graph& graph, std::span<const int32_t> 
 
 Status VulkanBackend::compute_top(const hal::Graph& graph, std::span<const int32_t> tokens,
                                   std::span<const hal::TopRequest> req, std::vector<std::vector<hal::TokenLogit>>& out) {
-  if (graph.logits < 0 || static_cast<size_t>(graph.logits) >= graph.acts.size()) return invalid_argument("a graph without logits");
-  const hal::ActDesc& a = graph.acts[static_cast<size_t>(graph.logits)];
+  BITNET_ASSIGN_OR_RETURN(const hal::ActDesc* top_act, hal::top_logits(graph, req.size()));
+  const hal::ActDesc& a = *top_act;
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, static_cast<size_t>(a.n_rows * a.n_cols), shapes_, kv_));
-  if (static_cast<int64_t>(req.size()) != a.n_rows) {
-    return invalid_argument(fmt::format("{} top requests for {} logits rows", req.size(), a.n_rows));
-  }
   // Logits past one binding (many rows of a large vocabulary): the rows come back whole.
   if (static_cast<uint64_t>(a.n_rows * a.n_cols) * 4 > max_binding_bytes_) return compute_then_select(graph, tokens, req, out);
   hal::TopPlan plan;
