@@ -100,6 +100,9 @@ class CudaBackend final : public hal::Backend {
   Status launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan);
   Status run_step(const hal::Graph& graph, std::span<const int32_t> tokens, const LogitsOut& out);
   Status read_logits(const hal::Graph& graph, const LogitsOut& out);
+  // Copies `bytes` at device address src to the host through the pinned staging (else into
+  // `pageable`, which holds them) and syncs the stream: where the bytes are now.
+  Result<const void*> copy_back(const void* src, size_t bytes, void* pageable, const char* what);
   Status read_top(const hal::Graph& graph, std::span<const hal::TopRequest> req, std::vector<std::vector<hal::TokenLogit>>& out);
   Result<PoolBlock> scratch(PoolBlock& slot, uint64_t bytes);
   Status upload(PoolBlock& slot, const void* host, uint64_t bytes);

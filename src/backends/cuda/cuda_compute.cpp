@@ -110,16 +110,21 @@ Status CudaBackend::launch_all(const hal::Graph& graph, const std::vector<Kernel
 
 Status CudaBackend::read_logits(const hal::Graph& graph, const LogitsOut& out) {
   if (out.top_out != nullptr) return read_top(graph, out.top, *out.top_out);
-  // Into pinned memory (a 128K-vocabulary row is 513 KB: at 1,000 tokens/s a pageable copy's
-  // staging costs several percent of the step), then to the caller's span.
   const std::span<float> logits = out.full;
-  void* staged = logits_staging_.reserve(logits.size_bytes()) ? logits_staging_.take(logits.size_bytes()) : nullptr;
-  void* dst = staged != nullptr ? staged : logits.data();
-  BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, f32(graph.logits), logits.size_bytes(), cudaMemcpyDeviceToHost,
-                                                     stream_), "copying the logits back"));
-  BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "running the step"));
-  if (staged != nullptr) std::memcpy(logits.data(), staged, logits.size_bytes());
+  BITNET_ASSIGN_OR_RETURN(const void* host, copy_back(f32(graph.logits), logits.size_bytes(), logits.data(), "the logits"));
+  if (host != logits.data()) std::memcpy(logits.data(), host, logits.size_bytes());
   return {};
+}
+
+Result<const void*> CudaBackend::copy_back(const void* src, size_t bytes, void* pageable, const char* what) {
+  // Into pinned memory (a 128K-vocabulary row is 513 KB: at 1,000 tokens/s a pageable copy's
+  // staging costs several percent of the step), else straight into `pageable`.
+  void* staged = logits_staging_.reserve(bytes) ? logits_staging_.take(bytes) : nullptr;
+  void* dst = staged != nullptr ? staged : pageable;
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+                                     fmt::format("copying {} back", what)));
+  BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "running the step"));
+  return static_cast<const void*>(dst);
 }
 
 Status CudaBackend::read_top(const hal::Graph& graph, std::span<const hal::TopRequest> req,
@@ -135,15 +140,11 @@ Status CudaBackend::read_top(const hal::Graph& graph, std::span<const hal::TopRe
   auto* entries = static_cast<TopEntry*>(top_entries_.ptr);
   BITNET_RETURN_IF_ERROR(cuda_status(top_k_rows(f32(graph.logits), a.n_rows, a.n_cols, args, entries, stream_), "top_k_rows"));
   launched_[static_cast<size_t>(Kernel::kTopK)] = true;
-  void* staged = logits_staging_.reserve(bytes) ? logits_staging_.take(bytes) : nullptr;
-  std::vector<TopEntry> host;
-  if (staged == nullptr) host.resize(static_cast<size_t>(plan.n_out));
-  void* dst = staged != nullptr ? staged : host.data();
-  BITNET_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, entries, static_cast<size_t>(plan.n_out) * sizeof(TopEntry),
-                                                     cudaMemcpyDeviceToHost, stream_), "copying the selected logits back"));
-  BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "running the step"));
+  std::vector<TopEntry> pageable(static_cast<size_t>(std::max<int64_t>(plan.n_out, 1)));
+  BITNET_ASSIGN_OR_RETURN(const void* host, copy_back(entries, static_cast<size_t>(plan.n_out) * sizeof(TopEntry),
+                                                      pageable.data(), "the selected logits"));
   static_assert(sizeof(TopEntry) == sizeof(hal::TokenLogit));
-  hal::unpack_top(plan, dst, out);
+  hal::unpack_top(plan, host, out);
   return {};
 }
 
