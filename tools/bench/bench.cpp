@@ -174,13 +174,26 @@ std::string test_label(const Row& row) {
   return fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
 }
 
-// The bandwidth reading of a decode row (see bench_engine).
-void read_bandwidth(Row& row, std::map<int, double>& membw, uint64_t& peak) {
-  if (row.device_peak) return;  // a GPU's peak (describe), not the host's reading
-  progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", row.n_threads));
+// The host's read bandwidth on n_threads, measured now. The measurement's 1 GiB buffer is kept
+// out of the engine's peak RSS: `peak` takes the peak so far, and the high-water mark is reset.
+double measure_bandwidth(int n_threads, uint64_t& peak) {
+  progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", n_threads));
   peak = std::max(peak, peak_rss_bytes());
-  const double after = bench::measure_read_bandwidth(row.n_threads);
+  const double gbps = bench::measure_read_bandwidth(n_threads);
   reset_peak_rss();
+  return gbps;
+}
+
+// The reading before a decode row: the last one on its thread count, or a first one. A GPU's
+// rows take its peak (describe), and a run of only GPU rows never measures the host.
+void bandwidth_before(const Row& row, std::map<int, double>& membw, uint64_t& peak) {
+  if (!row.device_peak && !membw.contains(row.n_threads)) membw[row.n_threads] = measure_bandwidth(row.n_threads, peak);
+}
+
+// The reading after a decode row, and the row's bound (see bench_engine).
+void bandwidth_after(Row& row, std::map<int, double>& membw, uint64_t& peak) {
+  if (row.device_peak) return;
+  const double after = measure_bandwidth(row.n_threads, peak);
   double& before = membw[row.n_threads];
   row.membw_gbps = std::max(before, after);
   before = after;
@@ -189,8 +202,7 @@ void read_bandwidth(Row& row, std::map<int, double>& membw, uint64_t& peak) {
 // Every test of one loaded engine. A decode row's bandwidth bound is the higher of the readings
 // just before and just after it (a shared host's bandwidth moves within seconds: one low reading
 // would credit the decode with more than its share); the reading after becomes the next row's
-// reading before. The measurement's 1 GiB buffer is kept out of the engine's peak RSS: `peak`
-// takes the peak so far before each measurement, and the high-water mark is reset after it.
+// reading before.
 Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int, double>& membw,
                     std::vector<Row>& rows, uint64_t& peak) {
   std::vector<std::pair<int64_t, int64_t>> tests;
@@ -202,8 +214,9 @@ Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int,
       row.n_prompt = n_prompt;
       row.n_gen = n_gen;
       row.n_depth = depth;
+      if (n_gen > 0) bandwidth_before(row, membw, peak);
       BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, depth, n_prompt, n_gen, f.reps, test_label(row)));
-      if (n_gen > 0) read_bandwidth(row, membw, peak);
+      if (n_gen > 0) bandwidth_after(row, membw, peak);
       rows.push_back(std::move(row));
     }
   }
@@ -219,8 +232,9 @@ Status bench_parallel(const BenchFlags& f, Model& model, Row base, std::map<int,
       Row row = base;
       row.n_gen = n_gen;
       row.n_parallel = n_seq;
+      bandwidth_before(row, membw, peak);
       BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_parallel_test(model, n_seq, n_gen, f.reps, test_label(row)));
-      read_bandwidth(row, membw, peak);
+      bandwidth_after(row, membw, peak);
       rows.push_back(std::move(row));
     }
   }
@@ -294,17 +308,16 @@ int run(BenchFlags f) {
     std::fprintf(stderr, "error: bench needs a model (-m FILE) unless --membw is given\n");
     return 2;
   }
-  std::map<int, double> membw;
-  for (int64_t t64 : *threads) {
-    const int t = static_cast<int>(t64);
-    progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", t));
-    membw[t] = bench::measure_read_bandwidth(t);
-  }
-  progress("");
   if (f.membw_only) {
-    for (const auto& [t, gbps] : membw) fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s\n", t, gbps);
+    for (int64_t t : *threads) {
+      uint64_t unused = 0;
+      const double gbps = measure_bandwidth(static_cast<int>(t), unused);
+      progress("");
+      fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s\n", t, gbps);
+    }
     return 0;
   }
+  std::map<int, double> membw;  // the last host reading per thread count, taken when a row needs one
   std::vector<Row> rows;
   for (const std::string& path : f.models) {
     for (const std::string& head : f.head_types) {
