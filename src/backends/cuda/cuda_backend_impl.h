@@ -116,6 +116,7 @@ class CudaBackend final : public hal::Backend {
   // cuda_ops.cpp
   Status launch(const hal::Graph& graph, size_t index, Kernel kernel);
   Status launch_fused(const hal::Graph& graph, size_t index, Kernel kernel);
+  Status launch_gemv_group(const hal::Graph& graph, size_t index, size_t n);
   Status launch_matmul(const hal::Graph& graph, const hal::Op& op, Kernel kernel);
   Status copy_rows(const hal::Graph& graph, const hal::Op& op);
 

@@ -264,7 +264,8 @@ std::vector<std::vector<float>> run_rounds(hal::Backend& b, const Network& model
 }
 
 // Decode steps replayed from a captured CUDA graph give the logits of plain launches, and the
-// fused norm/gate/quantize kernels those of the ops one by one, bit for bit (the same
+// fused kernels (norm/gate/quantize, residual add/norm/quantize, the GEMVs of one input as one
+// launch) those of the ops one by one, bit for bit (the same
 // arithmetic on the same inputs), through positions that move, prompt chunks (not captured) in
 // between, and step sizes that alternate (several graphs in the cache).
 TEST(CudaBackend, GraphReplayAndFusionEqualPlainLaunches) {
@@ -293,8 +294,11 @@ TEST(CudaBackend, GraphReplayAndFusionEqualPlainLaunches) {
   };
   EXPECT_TRUE(has(*graphs, BITNET_GPU_PREFIX "graph_replay")) << "no decode step was replayed";
   EXPECT_FALSE(has(**plain, BITNET_GPU_PREFIX "graph_replay"));
-  EXPECT_TRUE(has(**plain, BITNET_GPU_PREFIX "gated_rms_norm_quant"));
-  EXPECT_FALSE(has(**unfused, BITNET_GPU_PREFIX "gated_rms_norm_quant"));
+  for (const char* fused : {BITNET_GPU_PREFIX "gated_rms_norm_quant", BITNET_GPU_PREFIX "add_rms_norm_quant",
+                            BITNET_GPU_PREFIX "w2a8_gemv_group"}) {
+    EXPECT_TRUE(has(**plain, fused)) << fused;
+    EXPECT_FALSE(has(**unfused, fused)) << fused;
+  }
   EXPECT_TRUE(has(**unfused, BITNET_GPU_PREFIX "relu2_mul") || has(**unfused, BITNET_GPU_PREFIX "silu_mul"));
 }
 

@@ -101,7 +101,8 @@ Status CudaBackend::upload_inputs(const hal::Graph& graph, std::span<const int32
 Status CudaBackend::launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan) {
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     if (plan[i] == Kernel::kFused) continue;  // run by the fused kernel before it
-    const Status s = launch(graph, i, plan[i]);
+    const Status s = plan[i] == Kernel::kW2a8GemvGroup ? launch_gemv_group(graph, i, gemv_group_size(plan, i))
+                                                       : launch(graph, i, plan[i]);
     if (!s.ok()) return s.with_context(fmt::format("op {} ({})", i, hal::op_name(graph.ops[i].kind)));
     launched_[static_cast<size_t>(plan[i])] = true;
   }

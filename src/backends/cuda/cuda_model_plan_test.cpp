@@ -3,6 +3,7 @@
 // kernel. A refusal here is what a GPU run would hit first (kUnsupported at the first step).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -39,6 +40,17 @@ TEST_P(CudaModelPlan, EveryWeightAndOpHasADeviceKernel) {
       EXPECT_TRUE(plan.ok()) << "cc " << cc << ", " << n << " tokens: " << plan.status().to_string();
     }
   }
+  // A ternary model's decode step: per layer q, k, v and gate, up as two launches, and each
+  // residual add fused into the norm after it (all but the last layer's second, which meets
+  // the output norm, not followed by a quantization).
+  const bool ternary = std::any_of(infos.begin(), infos.end(), [](const WeightInfo& w) { return w.kind == WeightKind::kTernary; });
+  if (!ternary) return;
+  const auto plan = plan_graph(model->build_graph(1, 0, LogitRows::kLast), infos, 8, true);
+  ASSERT_TRUE(plan.ok());
+  const auto n_layer = static_cast<int64_t>(model->config().n_layer);
+  EXPECT_EQ(std::count(plan->begin(), plan->end(), Kernel::kW2a8GemvGroup), 2 * n_layer);
+  EXPECT_EQ(std::count(plan->begin(), plan->end(), Kernel::kAddNormQuant), 2 * n_layer - 1);
+  EXPECT_EQ(std::count(plan->begin(), plan->end(), Kernel::kW2a8Gemv), 2 * n_layer);  // o and down
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaModelPlan,

@@ -13,15 +13,35 @@ Status launched(GpuError e, Kernel k) { return cuda_status(e, kernel_name(k)); }
 }  // namespace
 
 Status CudaBackend::launch_fused(const hal::Graph& graph, size_t i, Kernel kernel) {
-  const bool gated = kernel == Kernel::kGateNormQuant;
+  // kGateNormQuant and kAddNormQuant: ops i (gate or add), i + 1 (norm), i + 2 (quantize).
+  const bool two_in = kernel != Kernel::kNormQuant;
   const hal::Op& first = graph.ops[i];
-  const hal::Op& norm = gated ? graph.ops[i + 1] : first;
-  const hal::Op& quant = graph.ops[gated ? i + 2 : i + 1];
+  const size_t norm_at = two_in ? i + 1 : i;
+  const hal::Op& norm = graph.ops[norm_at];
+  const hal::Op& quant = graph.ops[norm_at + 1];
   const hal::ActDesc& d = desc(graph, quant.dst);
-  float* normed = fused_normed(graph, i, kernel) ? f32(norm.dst) : nullptr;
-  const Gate gate = !gated ? Gate::kNone : first.kind == hal::OpKind::kRelu2Mul ? Gate::kRelu2 : Gate::kSilu;
-  return launched(gated_rms_norm_quant(gate, f32(first.a), gated ? f32(first.b) : nullptr, weight(norm.w).f32(), d.n_rows,
-                                       d.n_cols, norm.eps, q8(quant.dst), normed, stream_), kernel);
+  const Kernel norm_kernel = kernel == Kernel::kAddNormQuant ? Kernel::kNormQuant : kernel;
+  float* normed = fused_normed(graph, norm_at, norm_kernel) ? f32(norm.dst) : nullptr;
+  Gate gate = Gate::kNone;
+  if (kernel == Kernel::kAddNormQuant) gate = Gate::kAdd;
+  if (kernel == Kernel::kGateNormQuant) gate = first.kind == hal::OpKind::kRelu2Mul ? Gate::kRelu2 : Gate::kSilu;
+  float* sum = gate == Gate::kAdd ? f32(first.dst) : nullptr;
+  return launched(gated_rms_norm_quant(gate, f32(first.a), two_in ? f32(first.b) : nullptr, weight(norm.w).f32(), d.n_rows,
+                                       d.n_cols, norm.eps, q8(quant.dst), normed, stream_, sum),
+                  kernel);
+}
+
+Status CudaBackend::launch_gemv_group(const hal::Graph& graph, size_t i, size_t n) {
+  W2cView w[kGemvGroupMax];
+  float* y[kGemvGroupMax];
+  for (size_t j = 0; j < n; ++j) {
+    const hal::Op& op = graph.ops[i + j];
+    w[j] = weight(op.w).w2c();
+    y[j] = f32(op.dst);
+  }
+  const hal::Op& first = graph.ops[i];
+  return launched(w2a8_gemv_group(w, y, static_cast<int>(n), q8(first.a), desc(graph, first.a).n_rows, stream_),
+                  Kernel::kW2a8GemvGroup);
 }
 
 Status CudaBackend::launch(const hal::Graph& graph, size_t index, Kernel kernel) {
@@ -84,7 +104,9 @@ Status CudaBackend::launch(const hal::Graph& graph, size_t index, Kernel kernel)
     case Kernel::kAdd: return launched(add(f32(op.a), f32(op.b), elems(op.dst), f32(op.dst), stream_), kernel);
     case Kernel::kCopy: return copy_rows(graph, op);
     case Kernel::kNormQuant:
-    case Kernel::kGateNormQuant: return launch_fused(graph, index, kernel);
+    case Kernel::kGateNormQuant:
+    case Kernel::kAddNormQuant: return launch_fused(graph, index, kernel);
+    case Kernel::kW2a8GemvGroup: break;  // launch_all calls launch_gemv_group, which needs the plan
     case Kernel::kFused: return {};
     case Kernel::kTopK: break;  // not an op's kernel: read_top launches it after the op list
   }

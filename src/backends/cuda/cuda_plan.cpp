@@ -42,6 +42,8 @@ std::string_view kernel_name(Kernel k) {
     case Kernel::kTopK: return BITNET_GPU_PREFIX "top_k_rows";
     case Kernel::kNormQuant: return BITNET_GPU_PREFIX "rms_norm_quant";
     case Kernel::kGateNormQuant: return BITNET_GPU_PREFIX "gated_rms_norm_quant";
+    case Kernel::kAddNormQuant: return BITNET_GPU_PREFIX "add_rms_norm_quant";
+    case Kernel::kW2a8GemvGroup: return BITNET_GPU_PREFIX "w2a8_gemv_group";
     case Kernel::kFused: return BITNET_GPU_PREFIX "fused";
   }
   return BITNET_GPU_PREFIX "unknown";
@@ -180,7 +182,43 @@ void fuse_norms(const hal::Graph& g, std::vector<Kernel>& plan) {
   }
 }
 
+// The residual add in front of a kNormQuant pair (fuse_norms ran): one kAddNormQuant.
+void fuse_adds(const hal::Graph& g, std::vector<Kernel>& plan) {
+  for (size_t i = 0; i + 2 < g.ops.size(); ++i) {
+    if (plan[i] == Kernel::kAdd && plan[i + 1] == Kernel::kNormQuant && g.ops[i + 1].a == g.ops[i].dst) {
+      plan[i] = Kernel::kAddNormQuant;
+      plan[i + 1] = Kernel::kFused;  // the quantize at i + 2 is kFused already
+      i += 2;
+    }
+  }
+}
+
+// Runs of 2-3 GEMVs of one input into kW2a8GemvGroup: each reads only the shared input and
+// its weight, so their order does not matter; outputs are distinct floats (the input is Q8).
+void group_gemvs(const hal::Graph& g, std::span<const WeightInfo> weights, std::vector<Kernel>& plan) {
+  const auto info = [&](size_t i) -> const WeightInfo& { return weights[static_cast<size_t>(g.ops[i].w)]; };
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (plan[i] != Kernel::kW2a8Gemv) continue;
+    size_t n = 1;
+    while (n < kGemvGroupOps && i + n < g.ops.size() && plan[i + n] == Kernel::kW2a8Gemv &&
+           g.ops[i + n].a == g.ops[i].a && info(i + n).n_cols == info(i).n_cols &&
+           info(i + n).scale_block == info(i).scale_block) {
+      ++n;
+    }
+    if (n < 2) continue;
+    plan[i] = Kernel::kW2a8GemvGroup;
+    for (size_t j = 1; j < n; ++j) plan[i + j] = Kernel::kFused;
+    i += n - 1;
+  }
+}
+
 }  // namespace
+
+size_t gemv_group_size(const std::vector<Kernel>& plan, size_t i) {
+  size_t n = 1;
+  while (i + n < plan.size() && n < kGemvGroupOps && plan[i + n] == Kernel::kFused) ++n;
+  return n;
+}
 
 Result<std::vector<Kernel>> plan_graph(const hal::Graph& g, std::span<const WeightInfo> weights, int cc_major, bool fuse) {
   std::vector<Kernel> plan;
@@ -241,7 +279,11 @@ Result<std::vector<Kernel>> plan_graph(const hal::Graph& g, std::span<const Weig
     }
     plan.push_back(k);
   }
-  if (fuse) fuse_norms(g, plan);
+  if (fuse) {
+    fuse_norms(g, plan);
+    fuse_adds(g, plan);
+    group_gemvs(g, weights, plan);
+  }
   return plan;
 }
 

@@ -77,6 +77,8 @@ enum class Kernel : uint8_t {
   // Fusions of consecutive ops into the fused kernels (see plan_graph):
   kNormQuant,     // rms_norm + quantize_act: rms_norm_quant with the gain
   kGateNormQuant, // relu2_mul / silu_mul + rms_norm + quantize_act: gated_rms_norm_quant
+  kAddNormQuant,  // add + rms_norm + quantize_act (the residual add and the next norm): Gate::kAdd
+  kW2a8GemvGroup, // 2-3 consecutive GEMVs of one input (q, k, v; gate, up): w2a8_gemv_group
   kFused,         // an op run by the fused kernel of an op before it: no launch
 };
 std::string_view kernel_name(Kernel k);
@@ -84,6 +86,8 @@ inline constexpr size_t kKernelCount = static_cast<size_t>(Kernel::kFused) + 1;
 
 // Most tokens the W2A8 GEMV takes before the GEMM on tensor cores pays off.
 inline constexpr int64_t kGemvMaxTokens = 8;
+// The GEMVs of one input a kW2a8GemvGroup launches (kernels.h kGemvGroupMax).
+inline constexpr size_t kGemvGroupOps = 3;
 // The ternary product's kernel: the GEMV for n_tokens <= kGemvMaxTokens or where the mma GEMM
 // cannot run (cc < 8, or blocks of scales that are not whole 32-column steps), else the GEMM.
 Kernel choose_ternary_kernel(int64_t n_tokens, int cc_major, int64_t n_cols, int64_t scale_block);
@@ -93,13 +97,20 @@ Kernel choose_ternary_kernel(int64_t n_tokens, int cc_major, int64_t n_cols, int
 // quantize_act of its output becomes kNormQuant (the quantize kFused), and a relu2_mul or
 // silu_mul in front of such a pair kGateNormQuant (the two after it kFused), where that
 // changes nothing another op reads: the fused kernels do not write the gate's output, and
-// write the norm's output only where it does not alias their inputs (fused_normed).
+// write the norm's output only where it does not alias their inputs (fused_normed). An add
+// in front of a kNormQuant pair whose norm reads the sum becomes kAddNormQuant (the sum is
+// written: the residual stream). Two or three consecutive GEMVs that read the same input,
+// with rows of the same width and scale blocks, become one kW2a8GemvGroup launch.
 Result<std::vector<Kernel>> plan_graph(const hal::Graph& graph, std::span<const WeightInfo> weights, int cc_major,
                                        bool fuse = true);
 
-// Whether the fused kernel starting at op i (kNormQuant or kGateNormQuant) writes the norm's
-// output activation (else it passes no `normed` buffer): where it is not one of its inputs.
+// Whether the fused kernel starting at op i (kNormQuant or kGateNormQuant; kAddNormQuant asks
+// about its norm at i + 1 as kNormQuant) writes the norm's output activation (else it passes
+// no `normed` buffer): where it is not one of its inputs.
 bool fused_normed(const hal::Graph& graph, size_t i, Kernel k);
+
+// The number of GEMVs the kW2a8GemvGroup at op i launches: it and the kFused ops after it.
+size_t gemv_group_size(const std::vector<Kernel>& plan, size_t i);
 
 // Whether activation `id` is read by op `from` or a later one before an op rewrites it whole
 // (the graph's logits count as read at the end).

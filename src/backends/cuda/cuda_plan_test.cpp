@@ -293,6 +293,63 @@ TEST(CudaPlan, FusesTheFfnGateNormAndQuantizationWhereNothingReadsWhatIsSkipped)
   EXPECT_TRUE(fused_normed(other.g, 1, Kernel::kNormQuant));
 }
 
+// x += o, then the norm and quantization of x, then q, k and v of the quantized rows: what each
+// layer starts its attention with (and, without v, its FFN).
+struct AttnStart {
+  hal::Graph g;
+  std::vector<WeightInfo> w = {{WeightKind::kF32, 256, 1, 0},
+                               {WeightKind::kTernary, 256, 256, 256},
+                               {WeightKind::kTernary, 256, 64, 256},
+                               {WeightKind::kTernary, 256, 64, 256}};
+  hal::ActId x{}, o{}, n{}, q8{}, q{}, k{}, v{};
+  explicit AttnStart(int64_t n_tokens) {
+    g.n_tokens = n_tokens;
+    const auto a = [&](ActType t, int64_t cols) {
+      g.acts.push_back({"a", t, n_tokens, cols});
+      return static_cast<hal::ActId>(g.acts.size() - 1);
+    };
+    x = a(ActType::kF32, 256), o = a(ActType::kF32, 256), n = a(ActType::kF32, 256), q8 = a(ActType::kQ8, 256),
+    q = a(ActType::kF32, 256), k = a(ActType::kF32, 64), v = a(ActType::kF32, 64);
+    g.ops = {{.kind = OpKind::kAdd, .dst = x, .a = x, .b = o},
+             {.kind = OpKind::kRmsNorm, .dst = n, .a = x, .w = 0, .eps = 1e-5f},
+             {.kind = OpKind::kQuantizeAct, .dst = q8, .a = n},
+             {.kind = OpKind::kMatmul, .dst = q, .a = q8, .w = 1},
+             {.kind = OpKind::kMatmul, .dst = k, .a = q8, .w = 2},
+             {.kind = OpKind::kMatmul, .dst = v, .a = q8, .w = 3}};
+    g.logits = v;
+  }
+};
+
+TEST(CudaPlan, FusesTheResidualAddIntoTheNextNormAndGroupsTheGemvsOfOneInput) {
+  const AttnStart decode(1);
+  const auto plan = plan_graph(decode.g, decode.w, 8);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(*plan, (std::vector<Kernel>{Kernel::kAddNormQuant, Kernel::kFused, Kernel::kFused, Kernel::kW2a8GemvGroup,
+                                        Kernel::kFused, Kernel::kFused}));
+  EXPECT_EQ(gemv_group_size(*plan, 3), 3u);
+  EXPECT_TRUE(fused_normed(decode.g, 1, Kernel::kNormQuant));  // n is not the add's output
+  EXPECT_EQ(*plan_graph(decode.g, decode.w, 8, false),
+            (std::vector<Kernel>{Kernel::kAdd, Kernel::kRmsNorm, Kernel::kQuantize, Kernel::kW2a8Gemv, Kernel::kW2a8Gemv,
+                                 Kernel::kW2a8Gemv}));
+  // Prefill runs the GEMM on tensor cores, one launch per weight.
+  const AttnStart prefill(64);
+  EXPECT_EQ(*plan_graph(prefill.g, prefill.w, 8),
+            (std::vector<Kernel>{Kernel::kAddNormQuant, Kernel::kFused, Kernel::kFused, Kernel::kW2a8Mma, Kernel::kW2a8Mma,
+                                 Kernel::kW2a8Mma}));
+  // Scale blocks that differ end a group: q and k, then v alone.
+  AttnStart blocks(1);
+  blocks.w[3].scale_block = 128;
+  const auto p2 = plan_graph(blocks.g, blocks.w, 8);
+  EXPECT_EQ(*p2, (std::vector<Kernel>{Kernel::kAddNormQuant, Kernel::kFused, Kernel::kFused, Kernel::kW2a8GemvGroup,
+                                      Kernel::kFused, Kernel::kW2a8Gemv}));
+  EXPECT_EQ(gemv_group_size(*p2, 3), 2u);
+  // A norm that does not read the sum: the add stays apart.
+  AttnStart other(1);
+  other.g.ops[1].a = other.o;
+  EXPECT_EQ((*plan_graph(other.g, other.w, 8))[0], Kernel::kAdd);
+  EXPECT_EQ((*plan_graph(other.g, other.w, 8))[1], Kernel::kNormQuant);
+}
+
 TEST(CudaPlan, ReadLater) {
   const Ffn f;
   EXPECT_TRUE(read_later(f.g, 3, f.q8));

@@ -36,6 +36,12 @@ struct Q8View {
 // One warp per row, n_tokens in tiles of up to 8 tokens per weight read.
 GpuError w2a8_gemv(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y, GpuStream stream);
 
+// n <= kGemvGroupMax such products of one input x in one launch (q, k and v; gate and up):
+// y[i] = w[i] x, each exactly as w2a8_gemv writes it. The weights' n_cols and scale_block
+// must be equal.
+inline constexpr int kGemvGroupMax = 3;
+GpuError w2a8_gemv_group(const W2cView* w, float* const* y, int n, const Q8View& x, int64_t n_tokens, GpuStream stream);
+
 // The same product on int8 tensor cores (mma.m16n8k32, sm_80 and later: cc_major >= 8, else
 // kGpuInvalidValue), for prefill and batches: 16 rows x 32 tokens per warp, codes unpacked into
 // the A fragments on the fly, bit-identical to the CPU with per-row and per-block scales
@@ -50,10 +56,12 @@ GpuError rms_norm_quant(const float* x, const float* g, int64_t n_tokens, int64_
 
 // The FFN's gate, sub-norm and quantization in one pass (the down projection's input):
 // x = relu(a)^2 * b (kRelu2) or silu(a) * b (kSilu) over rows of a and b [n_tokens][n_cols],
-// then rms_norm_quant of x. kNone: x = a (b unused), i.e. rms_norm_quant.
-enum class Gate : uint8_t { kNone, kRelu2, kSilu };
+// then rms_norm_quant of x. kNone: x = a (b unused), i.e. rms_norm_quant. kAdd: x = a + b,
+// written to `sum` (which may be a or b: the residual stream), then rms_norm_quant of x.
+enum class Gate : uint8_t { kNone, kRelu2, kSilu, kAdd };
 GpuError gated_rms_norm_quant(Gate gate, const float* a, const float* b, const float* g, int64_t n_tokens,
-                              int64_t n_cols, float eps, Q8View out, float* normed, GpuStream stream);
+                              int64_t n_cols, float eps, Q8View out, float* normed, GpuStream stream,
+                              float* sum = nullptr);
 
 // dst = rms_norm(x) * g over each row, or over each of n_slices equal slices of a row (g: one
 // slice). dst may be x.

@@ -1,5 +1,6 @@
 // rms_norm fused with the W2A8 activation quantization (optionally after the FFN's gating,
-// relu(a)^2 * b or silu(a) * b, recomputed per pass like y), and the plain rms_norm.
+// relu(a)^2 * b or silu(a) * b, recomputed per pass like y, or after the residual add a + b,
+// written once and read back), and the plain rms_norm.
 //
 // One block per row. The sum of squares is taken in double (as the CPU's rms_norm_row), the
 // normalized value y = x * scale * g is recomputed in each pass instead of stored (the same
@@ -54,17 +55,25 @@ __device__ float rms_scale(X x, int64_t n, float eps, double* smem) {
   return 1.0f / sqrtf(static_cast<float>(sum / static_cast<double>(n)) + eps);
 }
 
-// g null: no norm (y = x); b null: no gate (x = a).
+// g null: no norm (y = x); b null: no gate (x = a). kAdd: sum (which may alias a or b; hence
+// no __restrict__ on them) = a + b first, element by element by the thread that reads them,
+// then x is read back from sum.
 template <Gate kGate>
 __global__ void __launch_bounds__(kThreads)
-    rms_norm_quant_kernel(const float* __restrict__ a, const float* __restrict__ b, const float* __restrict__ g,
-                          int64_t n_cols, float eps, int8_t* __restrict__ q, float* __restrict__ act_scale_out,
-                          int32_t* __restrict__ chunk_sum, float* __restrict__ normed) {
+    rms_norm_quant_kernel(const float* a, const float* b, const float* __restrict__ g, int64_t n_cols, float eps,
+                          int8_t* __restrict__ q, float* __restrict__ act_scale_out, int32_t* __restrict__ chunk_sum,
+                          float* __restrict__ normed, float* sum) {
   __shared__ double dsmem[kWarps];
   __shared__ float fsmem[kWarps];
   const int64_t t = blockIdx.x;
   const float* ar = a + t * n_cols;
   const float* br = kGate == Gate::kNone ? nullptr : b + t * n_cols;
+  if constexpr (kGate == Gate::kAdd) {
+    float* sr = sum + t * n_cols;
+    for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) sr[i] = __fadd_rn(ar[i], br[i]);
+    __syncthreads();  // the passes below read elements other threads wrote
+    ar = sr;
+  }
   const auto x = [&](int64_t i) {
     if constexpr (kGate == Gate::kRelu2) return relu2(ar[i], br[i]);
     if constexpr (kGate == Gate::kSilu) return silu_mul_one(ar[i], br[i]);
@@ -110,24 +119,28 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 GpuError gated_rms_norm_quant(Gate gate, const float* a, const float* b, const float* g, int64_t n_tokens,
-                              int64_t n_cols, float eps, Q8View out, float* normed, GpuStream stream) {
+                              int64_t n_cols, float eps, Q8View out, float* normed, GpuStream stream, float* sum) {
   if (n_tokens <= 0 || n_tokens > 0x7fffffff || n_cols <= 0 || n_cols % kChunkCols != 0 ||
-      (gate != Gate::kNone && b == nullptr)) {
+      (gate != Gate::kNone && b == nullptr) || (gate == Gate::kAdd) != (sum != nullptr)) {
     return kGpuInvalidValue;
   }
   const auto grid = static_cast<unsigned>(n_tokens);
   switch (gate) {
     case Gate::kNone:
       rms_norm_quant_kernel<Gate::kNone><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                         out.chunk_sum, normed);
+                                                                         out.chunk_sum, normed, sum);
       break;
     case Gate::kRelu2:
       rms_norm_quant_kernel<Gate::kRelu2><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                          out.chunk_sum, normed);
+                                                                          out.chunk_sum, normed, sum);
       break;
     case Gate::kSilu:
       rms_norm_quant_kernel<Gate::kSilu><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                         out.chunk_sum, normed);
+                                                                         out.chunk_sum, normed, sum);
+      break;
+    case Gate::kAdd:
+      rms_norm_quant_kernel<Gate::kAdd><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
+                                                                        out.chunk_sum, normed, sum);
       break;
   }
   return launch_status();

@@ -8,6 +8,10 @@
 // byte once; a batch or prefill reads it once per 8 tokens (the mma GEMM for large prefills
 // is not written yet).
 //
+// A group of up to kGemvGroupMax weights of one input (q, k and v) is one launch: global row R
+// of the grid is row R - row_begin of the weight whose rows hold it, so each warp does exactly
+// the single product's work (a block may span two weights: warps are independent).
+//
 // Reduction (w2a8_row_twin reproduces it on the host): a per-row scale adds every lane's
 // integer terms and applies the epilogue once (bit-identical to the CPU); per-block scales
 // (256 columns = 4 chunks = 4 neighbouring lanes) add the block's terms with xor shuffles, the
@@ -21,14 +25,41 @@ namespace {
 
 constexpr int kRowsPerBlock = 4;
 
+// The weights of one launch (host side): weight i holds global rows [row_end[i - 1], row_end[i]).
+struct Group {
+  const uint4* words[kGemvGroupMax];
+  const float* scales[kGemvGroupMax];
+  float* y[kGemvGroupMax];
+  int64_t row_end[kGemvGroupMax];
+};
+
+// Weight i of a group, one kernel parameter each (a struct of arrays indexed by a computed i
+// went through a 96-byte local copy).
+struct Slot {
+  const uint4* words;
+  const float* scales;
+  float* y;
+  int row_end;  // the launcher keeps the rows of a group below 2^31
+};
+
 template <int kTokens>
 __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
-    w2a8_gemv_kernel(const uint4* __restrict__ words, const float* __restrict__ scales, int64_t n_rows, int64_t n_cols,
-                     int64_t scale_block, const int8_t* __restrict__ q, const float* __restrict__ act_scale,
-                     const int32_t* __restrict__ chunk_sum, int64_t n_tokens, float* __restrict__ y) {
+    w2a8_gemv_kernel(const Slot s0, const Slot s1, const Slot s2, int64_t n_cols, int64_t scale_block,
+                     const int8_t* __restrict__ q, const float* __restrict__ act_scale,
+                     const int32_t* __restrict__ chunk_sum, int64_t n_tokens) {
   const int lane = static_cast<int>(threadIdx.x);
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
-  if (r >= n_rows) return;  // the whole warp: r depends on threadIdx.y only
+  const int global_row = static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.y);
+  // An unused slot's row_end repeats the last weight's: no row selects it.
+  const bool in0 = global_row < s0.row_end, in1 = !in0 && global_row < s1.row_end;
+  // Field by field (a reference to the chosen parameter would copy all three to local memory).
+  const int row_end = in0 ? s0.row_end : in1 ? s1.row_end : s2.row_end;
+  if (global_row >= row_end) return;  // the whole warp: global_row depends on threadIdx.y only
+  const int row_begin = in0 ? 0 : in1 ? s0.row_end : s1.row_end;
+  const int64_t r = global_row - row_begin;
+  const int64_t n_rows = row_end - row_begin;
+  const uint4* __restrict__ words = in0 ? s0.words : in1 ? s1.words : s2.words;
+  const float* __restrict__ scales = in0 ? s0.scales : in1 ? s1.scales : s2.scales;
+  float* __restrict__ y = in0 ? s0.y : in1 ? s1.y : s2.y;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
   const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
   const int64_t n_chunks = n_cols / kChunkCols;
@@ -96,25 +127,48 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
 }
 
 template <int kTokens>
-GpuError launch(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y, GpuStream stream) {
+GpuError launch(const Group& group, int64_t n_cols, int64_t scale_block, const Q8View& x, int64_t n_tokens,
+                GpuStream stream) {
+  const int64_t n_rows = group.row_end[kGemvGroupMax - 1];
   const dim3 block(kWarp, kRowsPerBlock);
-  const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
+  const dim3 grid(static_cast<unsigned>((n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
-  w2a8_gemv_kernel<kTokens><<<grid, block, 0, stream>>>(reinterpret_cast<const uint4*>(w.words), w.scales, w.n_rows,
-                                                         w.n_cols, w.scale_block, x.q, x.scale, x.chunk_sum, n_tokens, y);
+  const auto slot = [&](int i) {
+    return Slot{group.words[i], group.scales[i], group.y[i], static_cast<int>(group.row_end[i])};
+  };
+  w2a8_gemv_kernel<kTokens><<<grid, block, 0, stream>>>(slot(0), slot(1), slot(2), n_cols, scale_block, x.q, x.scale,
+                                                         x.chunk_sum, n_tokens);
   return launch_status();
 }
 
 }  // namespace
 
-GpuError w2a8_gemv(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y, GpuStream stream) {
-  if (n_tokens <= 0 || w.n_rows <= 0 || !w2a8_scale_block_ok(w.n_cols, w.scale_block) ||
-      (w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock > 0x7fffffff || (n_tokens + 7) / 8 > 65535) {
+GpuError w2a8_gemv_group(const W2cView* w, float* const* y, int n, const Q8View& x, int64_t n_tokens, GpuStream stream) {
+  if (n < 1 || n > kGemvGroupMax || n_tokens <= 0 || (n_tokens + 7) / 8 > 65535 ||
+      !w2a8_scale_block_ok(w[0].n_cols, w[0].scale_block)) {
     return kGpuInvalidValue;
   }
-  if (n_tokens == 1) return launch<1>(w, x, n_tokens, y, stream);
-  if (n_tokens <= 4) return launch<4>(w, x, n_tokens, y, stream);
-  return launch<8>(w, x, n_tokens, y, stream);
+  Group group{};
+  int64_t rows = 0;
+  for (int i = 0; i < kGemvGroupMax; ++i) {
+    if (i < n) {
+      if (w[i].n_rows <= 0 || w[i].n_cols != w[0].n_cols || w[i].scale_block != w[0].scale_block) return kGpuInvalidValue;
+      group.words[i] = reinterpret_cast<const uint4*>(w[i].words);
+      group.scales[i] = w[i].scales;
+      group.y[i] = y[i];
+      rows += w[i].n_rows;
+    }
+    group.row_end[i] = rows;  // past n: the last weight's end, an empty range
+  }
+  if (rows > 0x7fffffff - kRowsPerBlock) return kGpuInvalidValue;
+  const int64_t n_cols = w[0].n_cols, scale_block = w[0].scale_block;
+  if (n_tokens == 1) return launch<1>(group, n_cols, scale_block, x, n_tokens, stream);
+  if (n_tokens <= 4) return launch<4>(group, n_cols, scale_block, x, n_tokens, stream);
+  return launch<8>(group, n_cols, scale_block, x, n_tokens, stream);
+}
+
+GpuError w2a8_gemv(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y, GpuStream stream) {
+  return w2a8_gemv_group(&w, &y, 1, x, n_tokens, stream);
 }
 
 }  // namespace bitnet::cuda
