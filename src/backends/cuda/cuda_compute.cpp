@@ -47,7 +47,7 @@ void CudaBackend::release_buffers(StepBuffers& b, bool inputs_too) {
 
 StepInputs CudaBackend::step_inputs(const hal::Graph& graph, const std::vector<Kernel>& plan, Status& status) const {
   StepInputs in;
-  in.kv = uses(plan, Kernel::kStoreKv) || uses(plan, Kernel::kAttention);
+  in.kv = uses(plan, Kernel::kStoreKv) || uses(plan, Kernel::kRopeStoreKv) || uses(plan, Kernel::kAttention);
   if (in.kv) {
     const hal::KvRows rows = hal::resolve_kv(graph, kv_);
     auto a = kv_addressing(graph, rows);
@@ -58,7 +58,7 @@ StepInputs CudaBackend::step_inputs(const hal::Graph& graph, const std::vector<K
     in.addressing = *a;
     in.kv_words = kv_words(rows, in.addressing);
   }
-  if (uses(plan, Kernel::kRope)) in.rope = rope_table(graph);
+  if (uses(plan, Kernel::kRope) || uses(plan, Kernel::kRopeStoreKv)) in.rope = rope_table(graph);
   return in;
 }
 

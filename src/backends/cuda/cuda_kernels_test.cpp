@@ -341,6 +341,46 @@ TEST_F(CudaKernels, RopeIsBitExactWithTheCpu) {
   EXPECT_EQ(dx.host(), x);
 }
 
+// rope of q and k and the F16 store of k and v in one launch equal the three launches: q and k
+// rotated in place, the cache rows (paged, blocks of 4 positions in a scrambled order) written
+// with the same bits; with every dimension rotated and with half of them (n_rot < head_dim),
+// NEOX and NORM pairs.
+TEST_F(CudaKernels, RopeStoreKvEqualsRopeRopeStoreKv) {
+  std::mt19937 rng(23);
+  const int32_t n_head = 20, n_head_kv = 5, head_dim = 128;
+  const int64_t n_tokens = 3, n_embd_kv = n_head_kv * head_dim, n_ctx = 64;
+  const std::vector<int32_t> pos = {5, 6, 40}, begin = {0, 0, 0};
+  std::vector<int32_t> table(n_ctx / 4);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 5 + 2) % table.size());
+  DeviceVec<int32_t> dpos(pos), dbegin(begin), dtable(table);
+  const KvRows rows{dpos.get(), dbegin.get(), dtable.get(), 2};
+  for (const int32_t n_rot : {128, 64}) {
+    for (const bool neox : {true, false}) {
+      const auto q = randn(n_tokens * n_head * head_dim, rng), k = randn(n_tokens * n_embd_kv, rng),
+                 v = randn(n_tokens * n_embd_kv, rng);
+      std::vector<float> cs(static_cast<size_t>(n_tokens * n_rot));
+      for (int64_t t = 0; t < n_tokens; ++t) rope_cos_sin(pos[static_cast<size_t>(t)], n_rot, 10000.0f, 1.0f, cs.data() + t * n_rot);
+      DeviceVec<float> dcs(cs), dv(v);
+      DeviceVec<float> fq(q), fk(k), pq(q), pk(k);
+      const size_t cache = static_cast<size_t>(n_ctx * n_embd_kv);
+      DeviceVec<uint16_t> fkc(std::vector<uint16_t>(cache, 0x7e00)), fvc(std::vector<uint16_t>(cache, 0x7e00)),
+          pkc(std::vector<uint16_t>(cache, 0x7e00)), pvc(std::vector<uint16_t>(cache, 0x7e00));
+      ASSERT_EQ(rope_store_kv_f16(fq.get(), fk.get(), dv.get(), dcs.get(), n_tokens, n_head, n_head_kv, head_dim, n_rot,
+                                  neox, rows, fkc.get(), fvc.get(), nullptr),
+                cudaSuccess);
+      ASSERT_EQ(rope(pq.get(), dcs.get(), n_tokens, n_head, head_dim, n_rot, neox, nullptr), cudaSuccess);
+      ASSERT_EQ(rope(pk.get(), dcs.get(), n_tokens, n_head_kv, head_dim, n_rot, neox, nullptr), cudaSuccess);
+      ASSERT_EQ(store_kv_f16(pk.get(), dv.get(), n_tokens, n_embd_kv, rows, pkc.get(), pvc.get(), nullptr), cudaSuccess);
+      sync();
+      const std::string what = fmt::format("n_rot {}, {}", n_rot, neox ? "neox" : "norm");
+      EXPECT_EQ(fq.host(), pq.host()) << what;
+      EXPECT_EQ(fk.host(), pk.host()) << what;
+      EXPECT_EQ(fkc.host(), pkc.host()) << what;
+      EXPECT_EQ(fvc.host(), pvc.host()) << what;
+    }
+  }
+}
+
 TEST_F(CudaKernels, ElementwiseOpsMatchTheCpu) {
   std::mt19937 rng(14);
   const int64_t n = 6912 * 3 + 5;

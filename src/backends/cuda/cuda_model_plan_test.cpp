@@ -40,8 +40,8 @@ TEST_P(CudaModelPlan, EveryWeightAndOpHasADeviceKernel) {
       EXPECT_TRUE(plan.ok()) << "cc " << cc << ", " << n << " tokens: " << plan.status().to_string();
     }
   }
-  // A ternary model's decode step: per layer q, k, v and gate, up as two launches, and each
-  // residual add fused into the norm after it (all but the last layer's second, which meets
+  // A ternary model's decode step: per layer q, k, v and gate, up as two launches, the ropes and
+  // the KV store as one, and each residual add fused into the norm after it (all but the last layer's second, which meets
   // the output norm, not followed by a quantization).
   const bool ternary = std::any_of(infos.begin(), infos.end(), [](const WeightInfo& w) { return w.kind == WeightKind::kTernary; });
   if (!ternary) return;
@@ -51,6 +51,7 @@ TEST_P(CudaModelPlan, EveryWeightAndOpHasADeviceKernel) {
   EXPECT_EQ(std::count(plan->begin(), plan->end(), Kernel::kW2a8GemvGroup), 2 * n_layer);
   EXPECT_EQ(std::count(plan->begin(), plan->end(), Kernel::kAddNormQuant), 2 * n_layer - 1);
   EXPECT_EQ(std::count(plan->begin(), plan->end(), Kernel::kW2a8Gemv), 2 * n_layer);  // o and down
+  EXPECT_EQ(std::count(plan->begin(), plan->end(), Kernel::kRopeStoreKv), n_layer);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaModelPlan,

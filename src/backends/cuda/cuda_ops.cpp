@@ -88,6 +88,17 @@ Status CudaBackend::launch(const hal::Graph& graph, size_t index, Kernel kernel)
       }
       return {};
     }
+    case Kernel::kRopeStoreKv: {
+      const hal::Op& rk = graph.ops[index + 1];
+      const hal::Op& st = graph.ops[index + 2];
+      const size_t il = static_cast<size_t>(st.il);
+      const hal::RopeParams& rp = graph.rope;
+      return launched(rope_store_kv_f16(f32(op.dst), f32(rk.dst), f32(st.b), static_cast<const float*>(cur_->rope.ptr),
+                                        graph.n_tokens, op.n_head, rk.n_head, graph.attn.head_dim, rp.n_rot,
+                                        rp.style == hal::RopeStyle::kNeox, cur_->kv_rows, k_cache_[il].as<uint16_t>(),
+                                        v_cache_[il].as<uint16_t>(), stream_),
+                      kernel);
+    }
     case Kernel::kStoreKv: {
       const size_t il = static_cast<size_t>(op.il);
       return launched(store_kv_f16(f32(op.a), f32(op.b), desc(graph, op.a).n_rows, kv_.n_embd_kv, cur_->kv_rows,

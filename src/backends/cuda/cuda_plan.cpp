@@ -44,6 +44,7 @@ std::string_view kernel_name(Kernel k) {
     case Kernel::kGateNormQuant: return BITNET_GPU_PREFIX "gated_rms_norm_quant";
     case Kernel::kAddNormQuant: return BITNET_GPU_PREFIX "add_rms_norm_quant";
     case Kernel::kW2a8GemvGroup: return BITNET_GPU_PREFIX "w2a8_gemv_group";
+    case Kernel::kRopeStoreKv: return BITNET_GPU_PREFIX "rope_store_kv_f16";
     case Kernel::kFused: return BITNET_GPU_PREFIX "fused";
   }
   return BITNET_GPU_PREFIX "unknown";
@@ -212,6 +213,24 @@ void group_gemvs(const hal::Graph& g, std::span<const WeightInfo> weights, std::
   }
 }
 
+// rope(q), rope(k), store_kv(k, v) with rows of whole heads: one kRopeStoreKv.
+void fuse_rope_store(const hal::Graph& g, std::vector<Kernel>& plan) {
+  const auto whole_heads = [&](const hal::Op& rope) {
+    return g.acts[static_cast<size_t>(rope.dst)].n_cols == static_cast<int64_t>(rope.n_head) * g.attn.head_dim;
+  };
+  for (size_t i = 0; i + 2 < g.ops.size(); ++i) {
+    const hal::Op& rq = g.ops[i];
+    const hal::Op& rk = g.ops[i + 1];
+    const hal::Op& st = g.ops[i + 2];
+    if (plan[i] == Kernel::kRope && plan[i + 1] == Kernel::kRope && plan[i + 2] == Kernel::kStoreKv && st.a == rk.dst &&
+        rq.dst != rk.dst && st.b != rq.dst && st.b != rk.dst && whole_heads(rq) && whole_heads(rk)) {
+      plan[i] = Kernel::kRopeStoreKv;
+      plan[i + 1] = plan[i + 2] = Kernel::kFused;
+      i += 2;
+    }
+  }
+}
+
 }  // namespace
 
 size_t gemv_group_size(const std::vector<Kernel>& plan, size_t i) {
@@ -283,6 +302,7 @@ Result<std::vector<Kernel>> plan_graph(const hal::Graph& g, std::span<const Weig
     fuse_norms(g, plan);
     fuse_adds(g, plan);
     group_gemvs(g, weights, plan);
+    fuse_rope_store(g, plan);
   }
   return plan;
 }

@@ -79,6 +79,7 @@ enum class Kernel : uint8_t {
   kGateNormQuant, // relu2_mul / silu_mul + rms_norm + quantize_act: gated_rms_norm_quant
   kAddNormQuant,  // add + rms_norm + quantize_act (the residual add and the next norm): Gate::kAdd
   kW2a8GemvGroup, // 2-3 consecutive GEMVs of one input (q, k, v; gate, up): w2a8_gemv_group
+  kRopeStoreKv,   // rope of q, rope of k, store_kv of k and v: rope_store_kv_f16
   kFused,         // an op run by the fused kernel of an op before it: no launch
 };
 std::string_view kernel_name(Kernel k);
@@ -100,7 +101,8 @@ Kernel choose_ternary_kernel(int64_t n_tokens, int cc_major, int64_t n_cols, int
 // write the norm's output only where it does not alias their inputs (fused_normed). An add
 // in front of a kNormQuant pair whose norm reads the sum becomes kAddNormQuant (the sum is
 // written: the residual stream). Two or three consecutive GEMVs that read the same input,
-// with rows of the same width and scale blocks, become one kW2a8GemvGroup launch.
+// with rows of the same width and scale blocks, become one kW2a8GemvGroup launch. The rope of
+// q, the rope of k and the store of that k with v (rows of whole heads) become kRopeStoreKv.
 Result<std::vector<Kernel>> plan_graph(const hal::Graph& graph, std::span<const WeightInfo> weights, int cc_major,
                                        bool fuse = true);
 

@@ -350,6 +350,35 @@ TEST(CudaPlan, FusesTheResidualAddIntoTheNextNormAndGroupsTheGemvsOfOneInput) {
   EXPECT_EQ((*plan_graph(other.g, other.w, 8))[1], Kernel::kNormQuant);
 }
 
+// rope(q), rope(k), store_kv(k, v): one launch, where the rows are whole heads.
+TEST(CudaPlan, FusesTheRopesAndTheKvStore) {
+  hal::Graph g;
+  g.n_tokens = 2;
+  g.attn = {4, 2, 64, 0.125f};
+  g.rope = {hal::RopeStyle::kNeox, 64, 10000.0f, 1.0f};
+  g.acts = {{"q", ActType::kF32, 2, 256}, {"k", ActType::kF32, 2, 128}, {"v", ActType::kF32, 2, 128},
+            {"o", ActType::kF32, 2, 256}};
+  g.ops = {{.kind = OpKind::kRope, .dst = 0, .n_head = 4},
+           {.kind = OpKind::kRope, .dst = 1, .n_head = 2},
+           {.kind = OpKind::kStoreKv, .a = 1, .b = 2, .il = 0},
+           {.kind = OpKind::kAttention, .dst = 3, .a = 0, .il = 0}};
+  g.logits = 3;
+  const std::vector<WeightInfo> none;
+  EXPECT_EQ(*plan_graph(g, none, 8), (std::vector<Kernel>{Kernel::kRopeStoreKv, Kernel::kFused, Kernel::kFused,
+                                                          Kernel::kAttention}));
+  EXPECT_EQ(*plan_graph(g, none, 8, false),
+            (std::vector<Kernel>{Kernel::kRope, Kernel::kRope, Kernel::kStoreKv, Kernel::kAttention}));
+  // q's rows wider than its heads (rope runs per token then): apart.
+  hal::Graph wide = g;
+  wide.acts[0].n_cols = 320;
+  wide.acts[3].n_cols = 320;
+  EXPECT_EQ((*plan_graph(wide, none, 8))[0], Kernel::kRope);
+  // The store of another k than the one rotated: apart.
+  hal::Graph other = g;
+  other.ops[2].a = 2;
+  EXPECT_EQ((*plan_graph(other, none, 8))[0], Kernel::kRope);
+}
+
 TEST(CudaPlan, ReadLater) {
   const Ffn f;
   EXPECT_TRUE(read_later(f.g, 3, f.q8));

@@ -57,6 +57,48 @@ __global__ void rope_kernel(float* x, const float2* cos_sin, int64_t n_tokens, i
   }
 }
 
+// q's pairs, then k's pairs (rotated, written back and stored), then every v element and the
+// k elements past n_rot (stored): one flat index over the three ranges.
+__global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const float2* cos_sin, int64_t n_tokens,
+                                     int32_t n_head, int32_t n_head_kv, int32_t head_dim, int32_t n_rot, bool neox,
+                                     KvRows rows, __half* k_cache, __half* v_cache) {
+  const int64_t n_pairs = n_rot / 2;
+  const int64_t n_embd_kv = static_cast<int64_t>(n_head_kv) * head_dim;
+  const int64_t q_end = n_tokens * n_head * n_pairs;
+  const int64_t k_end = q_end + n_tokens * n_head_kv * n_pairs;
+  BITNET_GRID_STRIDE(i, k_end + n_tokens * n_embd_kv) {
+    if (i < k_end) {
+      const bool is_q = i < q_end;
+      const int64_t j = is_q ? i : i - q_end;
+      const int32_t heads = is_q ? n_head : n_head_kv;
+      const int64_t t = j / (heads * n_pairs);
+      const int64_t h = j / n_pairs % heads;
+      const auto p = static_cast<int32_t>(j % n_pairs);
+      int32_t a, b;
+      rope_pair_index(p, n_rot, neox, a, b);
+      float* x = (is_q ? q : k) + (t * heads + h) * head_dim;
+      const float2 cs = cos_sin[t * n_pairs + p];
+      float x0 = x[a], x1 = x[b];
+      rope_pair(x0, x1, cs.x, cs.y);
+      x[a] = x0;
+      x[b] = x1;
+      if (!is_q) {
+        const int32_t* table = rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
+        __half* row = k_cache + kv_row(rows.pos[t], table, rows.block_shift) * n_embd_kv + h * head_dim;
+        row[a] = __float2half_rn(x0);
+        row[b] = __float2half_rn(x1);
+      }
+      continue;
+    }
+    const int64_t j = i - k_end;
+    const int64_t t = j / n_embd_kv, d = j % n_embd_kv;
+    const int32_t* table = rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
+    const int64_t row = kv_row(rows.pos[t], table, rows.block_shift);
+    v_cache[row * n_embd_kv + d] = __float2half_rn(v[j]);
+    if (d % head_dim >= n_rot) k_cache[row * n_embd_kv + d] = __float2half_rn(k[j]);  // not rotated
+  }
+}
+
 __global__ void store_kv_kernel(const float* k, const float* v, int64_t n_tokens, int64_t n_embd_kv, KvRows rows,
                                 __half* k_cache, __half* v_cache) {
   BITNET_GRID_STRIDE(i, n_tokens * n_embd_kv) {
@@ -137,6 +179,20 @@ GpuError store_kv_f16(const float* k, const float* v, int64_t n_tokens, int64_t 
   if (n_tokens <= 0 || n_embd_kv <= 0 || rows.pos == nullptr) return kGpuInvalidValue;
   store_kv_kernel<<<blocks_for(n_tokens * n_embd_kv), kThreads, 0, stream>>>(
       k, v, n_tokens, n_embd_kv, rows, reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache));
+  return launch_status();
+}
+
+GpuError rope_store_kv_f16(float* q, float* k, const float* v, const float* cos_sin, int64_t n_tokens, int32_t n_head,
+                           int32_t n_head_kv, int32_t head_dim, int32_t n_rot, bool neox, const KvRows& rows,
+                           uint16_t* k_cache, uint16_t* v_cache, GpuStream stream) {
+  if (n_tokens <= 0 || n_head <= 0 || n_head_kv <= 0 || n_rot <= 0 || n_rot % 2 != 0 || n_rot > head_dim ||
+      rows.pos == nullptr) {
+    return kGpuInvalidValue;
+  }
+  const int64_t n = n_tokens * ((n_head + n_head_kv) * static_cast<int64_t>(n_rot / 2) + static_cast<int64_t>(n_head_kv) * head_dim);
+  rope_store_kv_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      q, k, v, reinterpret_cast<const float2*>(cos_sin), n_tokens, n_head, n_head_kv, head_dim, n_rot, neox, rows,
+      reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache));
   return launch_status();
 }
 

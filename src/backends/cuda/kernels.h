@@ -129,6 +129,13 @@ struct KvRows {
 GpuError store_kv_f16(const float* k, const float* v, int64_t n_tokens, int64_t n_embd_kv, const KvRows& rows,
                       uint16_t* k_cache, uint16_t* v_cache, GpuStream stream);
 
+// rope of q [n_tokens][n_head * head_dim] and of k [n_tokens][n_head_kv * head_dim] in place,
+// then store_kv_f16 of the rotated k and v, in one launch: every value and F16 copy as the two
+// ropes and the store give them.
+GpuError rope_store_kv_f16(float* q, float* k, const float* v, const float* cos_sin, int64_t n_tokens, int32_t n_head,
+                           int32_t n_head_kv, int32_t head_dim, int32_t n_rot, bool neox, const KvRows& rows,
+                           uint16_t* k_cache, uint16_t* v_cache, GpuStream stream);
+
 // out [n_tokens][n_head * head_dim] = softmax(q k^T * kq_scale) v over positions 0..pos[t] of
 // the F16 cache, per head (GQA: head h reads kv head h / (n_head / n_head_kv)), with an online
 // softmax per slice of positions and one merge pass (split-K: long contexts fill the device).
