@@ -295,7 +295,7 @@ TEST(CudaBackend, GraphReplayAndFusionEqualPlainLaunches) {
   EXPECT_TRUE(has(*graphs, BITNET_GPU_PREFIX "graph_replay")) << "no decode step was replayed";
   EXPECT_FALSE(has(**plain, BITNET_GPU_PREFIX "graph_replay"));
   for (const char* fused : {BITNET_GPU_PREFIX "gated_rms_norm_quant", BITNET_GPU_PREFIX "add_rms_norm_quant",
-                            BITNET_GPU_PREFIX "w2a8_gemv_group"}) {
+                            BITNET_GPU_PREFIX "w2a8_gemv_group", BITNET_GPU_PREFIX "rope_store_kv_f16"}) {
     EXPECT_TRUE(has(**plain, fused)) << fused;
     EXPECT_FALSE(has(**unfused, fused)) << fused;
   }

@@ -238,14 +238,7 @@ TEST_F(CudaKernels, AddRmsNormQuantEqualsAddThenRmsNormQuant) {
   const auto a = randn(n_tokens * n_cols, rng, 2.0f), b = randn(n_tokens * n_cols, rng), g = randn(n_cols, rng);
   const auto n = static_cast<size_t>(n_tokens * n_cols);
   DeviceVec<float> dg(g);
-  // Fused, the sum over a.
-  DeviceVec<float> fa(a), fb(b), fnormed(n), fs(static_cast<size_t>(n_tokens));
-  DeviceVec<int8_t> fq(n);
-  DeviceVec<int32_t> fsums(n / kChunkCols);
-  ASSERT_EQ(gated_rms_norm_quant(Gate::kAdd, fa.get(), fb.get(), dg.get(), n_tokens, n_cols, 1e-5f,
-                                 Q8View{fq.get(), fs.get(), fsums.get()}, fnormed.get(), nullptr, fa.get()),
-            cudaSuccess);
-  // Apart.
+  // Apart: add into a, then the norm and quantization of the sum.
   DeviceVec<float> pa(a), pb(b), pnormed(n), ps(static_cast<size_t>(n_tokens));
   DeviceVec<int8_t> pq(n);
   DeviceVec<int32_t> psums(n / kChunkCols);
@@ -254,17 +247,33 @@ TEST_F(CudaKernels, AddRmsNormQuantEqualsAddThenRmsNormQuant) {
                            pnormed.get(), nullptr),
             cudaSuccess);
   sync();
-  EXPECT_EQ(fa.host(), pa.host());
-  EXPECT_EQ(fnormed.host(), pnormed.host());
-  EXPECT_EQ(fq.host(), pq.host());
-  EXPECT_EQ(fs.host(), ps.host());
-  EXPECT_EQ(fsums.host(), psums.host());
+  const auto want_sum = pa.host();
+  // Fused, with the sum written over a (a layer's x += out), over b, and elsewhere.
+  for (const int where : {0, 1, 2}) {
+    DeviceVec<float> fa(a), fb(b), other(n), fnormed(n), fs(static_cast<size_t>(n_tokens));
+    DeviceVec<int8_t> fq(n);
+    DeviceVec<int32_t> fsums(n / kChunkCols);
+    float* sum = where == 0 ? fa.get() : where == 1 ? fb.get() : other.get();
+    ASSERT_EQ(gated_rms_norm_quant(Gate::kAdd, fa.get(), fb.get(), dg.get(), n_tokens, n_cols, 1e-5f,
+                                   Q8View{fq.get(), fs.get(), fsums.get()}, fnormed.get(), nullptr, sum),
+              cudaSuccess);
+    sync();
+    const std::vector<float> got_sum = where == 0 ? fa.host() : where == 1 ? fb.host() : other.host();
+    EXPECT_EQ(got_sum, want_sum) << "sum " << where;
+    EXPECT_EQ(fnormed.host(), pnormed.host()) << "sum " << where;
+    EXPECT_EQ(fq.host(), pq.host()) << "sum " << where;
+    EXPECT_EQ(fs.host(), ps.host()) << "sum " << where;
+    EXPECT_EQ(fsums.host(), psums.host()) << "sum " << where;
+  }
   // The launcher refuses kAdd without a sum, and a sum without kAdd.
-  EXPECT_NE(gated_rms_norm_quant(Gate::kAdd, fa.get(), fb.get(), dg.get(), n_tokens, n_cols, 1e-5f,
-                                 Q8View{fq.get(), fs.get(), fsums.get()}, nullptr, nullptr),
+  DeviceVec<float> da(a), db(b), ds(static_cast<size_t>(n_tokens));
+  DeviceVec<int8_t> dq(n);
+  DeviceVec<int32_t> dsums(n / kChunkCols);
+  EXPECT_NE(gated_rms_norm_quant(Gate::kAdd, da.get(), db.get(), dg.get(), n_tokens, n_cols, 1e-5f,
+                                 Q8View{dq.get(), ds.get(), dsums.get()}, nullptr, nullptr),
             cudaSuccess);
-  EXPECT_NE(gated_rms_norm_quant(Gate::kNone, fa.get(), nullptr, dg.get(), n_tokens, n_cols, 1e-5f,
-                                 Q8View{fq.get(), fs.get(), fsums.get()}, nullptr, nullptr, fa.get()),
+  EXPECT_NE(gated_rms_norm_quant(Gate::kNone, da.get(), nullptr, dg.get(), n_tokens, n_cols, 1e-5f,
+                                 Q8View{dq.get(), ds.get(), dsums.get()}, nullptr, nullptr, da.get()),
             cudaSuccess);
 }
 
@@ -274,55 +283,61 @@ TEST_F(CudaKernels, W2a8GemvGroupEqualsOneLaunchPerWeight) {
   std::mt19937 rng(22);
   const int64_t n_cols = 2560;
   const int64_t rows[kGemvGroupMax] = {2560, 637, 13};
-  std::vector<std::unique_ptr<DeviceVec<uint32_t>>> words;
-  std::vector<std::unique_ptr<DeviceVec<float>>> scales;
-  W2cView views[kGemvGroupMax];
-  for (int i = 0; i < kGemvGroupMax; ++i) {
-    const int64_t n = rows[i] * n_cols;
-    const auto f = cpu::test::ternary_file(GgmlType::kTQ2_0, cpu::test::random_codes(n, rng),
-                                           cpu::test::random_scales(GgmlType::kTQ2_0, n, rng), n_cols, rows[i]);
-    auto w = repack_w2c(GgmlType::kTQ2_0, f.bytes, n_cols, rows[i]);
-    ASSERT_TRUE(w.ok()) << w.status().to_string();
-    words.push_back(std::make_unique<DeviceVec<uint32_t>>(w->words));
-    scales.push_back(std::make_unique<DeviceVec<float>>(w->scales));
-    views[i] = W2cView{words.back()->get(), scales.back()->get(), rows[i], n_cols, w->scale_block};
-  }
-  ASSERT_EQ(views[0].scale_block, views[2].scale_block);
-  for (const int64_t n_tokens : {1, 3, 8}) {
-    const auto x = randn(n_tokens * n_cols, rng);
-    std::vector<int8_t> q(x.size());
-    std::vector<float> s(static_cast<size_t>(n_tokens));
-    std::vector<int32_t> sums(static_cast<size_t>(n_tokens * n_cols / kChunkCols));
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * n_cols, n_cols, q.data() + t * n_cols,
-                                                     sums.data() + t * n_cols / kChunkCols);
+  // TQ2_0 with a scale per 256-column block, I2_S with one per tensor (a scale per row: what
+  // the 2B-4T file runs).
+  for (const GgmlType type : {GgmlType::kTQ2_0, GgmlType::kI2_S}) {
+    std::vector<std::unique_ptr<DeviceVec<uint32_t>>> words;
+    std::vector<std::unique_ptr<DeviceVec<float>>> scales;
+    W2cView views[kGemvGroupMax];
+    for (int i = 0; i < kGemvGroupMax; ++i) {
+      const int64_t n = rows[i] * n_cols;
+      const auto f = cpu::test::ternary_file(type, cpu::test::random_codes(n, rng),
+                                             cpu::test::random_scales(type, n, rng), n_cols, rows[i]);
+      auto w = repack_w2c(type, f.bytes, n_cols, rows[i]);
+      ASSERT_TRUE(w.ok()) << w.status().to_string();
+      words.push_back(std::make_unique<DeviceVec<uint32_t>>(w->words));
+      scales.push_back(std::make_unique<DeviceVec<float>>(w->scales));
+      views[i] = W2cView{words.back()->get(), scales.back()->get(), rows[i], n_cols, w->scale_block};
     }
-    DeviceVec<int8_t> dq(q);
-    DeviceVec<float> ds(s);
-    DeviceVec<int32_t> dsums(sums);
-    const Q8View xv{dq.get(), ds.get(), dsums.get()};
-    for (const int n : {3, 2}) {
-      std::vector<std::unique_ptr<DeviceVec<float>>> grouped, single;
-      float* ys[kGemvGroupMax] = {};
-      for (int i = 0; i < n; ++i) {
-        grouped.push_back(std::make_unique<DeviceVec<float>>(static_cast<size_t>(n_tokens * rows[i])));
-        single.push_back(std::make_unique<DeviceVec<float>>(static_cast<size_t>(n_tokens * rows[i])));
-        ys[i] = grouped.back()->get();
-        ASSERT_EQ(w2a8_gemv(views[i], xv, n_tokens, single.back()->get(), nullptr), cudaSuccess);
+    ASSERT_EQ(views[0].scale_block, views[2].scale_block);
+    ASSERT_EQ(views[0].scale_block == n_cols, type == GgmlType::kI2_S) << ggml_type_name(type);
+    for (const int64_t n_tokens : {1, 3, 8}) {
+      const auto x = randn(n_tokens * n_cols, rng);
+      std::vector<int8_t> q(x.size());
+      std::vector<float> s(static_cast<size_t>(n_tokens));
+      std::vector<int32_t> sums(static_cast<size_t>(n_tokens * n_cols / kChunkCols));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * n_cols, n_cols, q.data() + t * n_cols,
+                                                       sums.data() + t * n_cols / kChunkCols);
       }
-      ASSERT_EQ(w2a8_gemv_group(views, ys, n, xv, n_tokens, nullptr), cudaSuccess);
-      sync();
-      for (int i = 0; i < n; ++i) {
-        EXPECT_EQ(grouped[static_cast<size_t>(i)]->host(), single[static_cast<size_t>(i)]->host())
-            << "weight " << i << " of " << n << ", " << n_tokens << " tokens";
+      DeviceVec<int8_t> dq(q);
+      DeviceVec<float> ds(s);
+      DeviceVec<int32_t> dsums(sums);
+      const Q8View xv{dq.get(), ds.get(), dsums.get()};
+      for (const int n : {3, 2}) {
+        std::vector<std::unique_ptr<DeviceVec<float>>> grouped, single;
+        float* ys[kGemvGroupMax] = {};
+        for (int i = 0; i < n; ++i) {
+          grouped.push_back(std::make_unique<DeviceVec<float>>(static_cast<size_t>(n_tokens * rows[i])));
+          single.push_back(std::make_unique<DeviceVec<float>>(static_cast<size_t>(n_tokens * rows[i])));
+          ys[i] = grouped.back()->get();
+          ASSERT_EQ(w2a8_gemv(views[i], xv, n_tokens, single.back()->get(), nullptr), cudaSuccess);
+        }
+        ASSERT_EQ(w2a8_gemv_group(views, ys, n, xv, n_tokens, nullptr), cudaSuccess);
+        sync();
+        for (int i = 0; i < n; ++i) {
+          EXPECT_EQ(grouped[static_cast<size_t>(i)]->host(), single[static_cast<size_t>(i)]->host())
+              << ggml_type_name(type) << " weight " << i << " of " << n << ", " << n_tokens << " tokens";
+        }
       }
     }
+    if (type != GgmlType::kI2_S) continue;
+    // Weights of different widths are refused.
+    W2cView mixed[2] = {views[0], views[1]};
+    mixed[1].n_cols = 256;
+    float* ys[2] = {nullptr, nullptr};
+    EXPECT_NE(w2a8_gemv_group(mixed, ys, 2, Q8View{}, 1, nullptr), cudaSuccess);
   }
-  // Weights of different widths are refused.
-  W2cView mixed[2] = {views[0], views[1]};
-  mixed[1].n_cols = 256;
-  float* ys[2] = {nullptr, nullptr};
-  EXPECT_NE(w2a8_gemv_group(mixed, ys, 2, Q8View{}, 1, nullptr), cudaSuccess);
 }
 
 TEST_F(CudaKernels, RopeIsBitExactWithTheCpu) {

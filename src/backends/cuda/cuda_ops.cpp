@@ -20,8 +20,7 @@ Status CudaBackend::launch_fused(const hal::Graph& graph, size_t i, Kernel kerne
   const hal::Op& norm = graph.ops[norm_at];
   const hal::Op& quant = graph.ops[norm_at + 1];
   const hal::ActDesc& d = desc(graph, quant.dst);
-  const Kernel norm_kernel = kernel == Kernel::kAddNormQuant ? Kernel::kNormQuant : kernel;
-  float* normed = fused_normed(graph, norm_at, norm_kernel) ? f32(norm.dst) : nullptr;
+  float* normed = fused_writes_normed(graph, i, kernel) ? f32(norm.dst) : nullptr;
   Gate gate = Gate::kNone;
   if (kernel == Kernel::kAddNormQuant) gate = Gate::kAdd;
   if (kernel == Kernel::kGateNormQuant) gate = first.kind == hal::OpKind::kRelu2Mul ? Gate::kRelu2 : Gate::kSilu;
@@ -30,6 +29,8 @@ Status CudaBackend::launch_fused(const hal::Graph& graph, size_t i, Kernel kerne
                                        d.n_cols, norm.eps, q8(quant.dst), normed, stream_, sum),
                   kernel);
 }
+
+static_assert(kGemvGroupOps <= kGemvGroupMax);
 
 Status CudaBackend::launch_gemv_group(const hal::Graph& graph, size_t i, size_t n) {
   W2cView w[kGemvGroupMax];

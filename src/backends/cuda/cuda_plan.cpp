@@ -149,6 +149,10 @@ bool fused_normed(const hal::Graph& g, size_t i, Kernel k) {
   return norm.dst != inputs[0] && norm.dst != inputs[1];
 }
 
+bool fused_writes_normed(const hal::Graph& g, size_t i, Kernel k) {
+  return k == Kernel::kAddNormQuant ? fused_normed(g, i + 1, Kernel::kNormQuant) : fused_normed(g, i, k);
+}
+
 namespace {
 
 // Fuses what plan_graph's comment says, in place in `plan`.

@@ -111,6 +111,10 @@ Result<std::vector<Kernel>> plan_graph(const hal::Graph& graph, std::span<const 
 // no `normed` buffer): where it is not one of its inputs.
 bool fused_normed(const hal::Graph& graph, size_t i, Kernel k);
 
+// Whether the fused kernel planned at op i (kNormQuant, kGateNormQuant or kAddNormQuant)
+// writes the norm's output: fused_normed of its norm pair (kAddNormQuant's is at i + 1).
+bool fused_writes_normed(const hal::Graph& graph, size_t i, Kernel k);
+
 // The number of GEMVs the kW2a8GemvGroup at op i launches: it and the kFused ops after it.
 size_t gemv_group_size(const std::vector<Kernel>& plan, size_t i);
 

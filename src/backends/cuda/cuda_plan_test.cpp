@@ -265,6 +265,7 @@ TEST(CudaPlan, FusesTheFfnGateNormAndQuantizationWhereNothingReadsWhatIsSkipped)
     EXPECT_EQ((*plan)[3], Kernel::kW2a8Gemv);
     // The norm's output is the gate's input: not written (it would alias the kernel's input).
     EXPECT_FALSE(fused_normed(f.g, 0, Kernel::kGateNormQuant));
+    EXPECT_FALSE(fused_writes_normed(f.g, 0, Kernel::kGateNormQuant));  // what the launch passes
   }
   // The normed gate read again after the quantization (a float product): no fusion of the gate
   // (its normed output would be lost); the norm alone cannot fuse either (in place, read later).
@@ -328,6 +329,12 @@ TEST(CudaPlan, FusesTheResidualAddIntoTheNextNormAndGroupsTheGemvsOfOneInput) {
                                         Kernel::kFused, Kernel::kFused}));
   EXPECT_EQ(gemv_group_size(*plan, 3), 3u);
   EXPECT_TRUE(fused_normed(decode.g, 1, Kernel::kNormQuant));  // n is not the add's output
+  EXPECT_TRUE(fused_writes_normed(decode.g, 0, Kernel::kAddNormQuant));
+  // The norm in place over the sum: the fused kernel must not write normed rows over its sum.
+  AttnStart in_place(1);
+  in_place.g.ops[1].dst = in_place.x;
+  in_place.g.ops[2].a = in_place.x;
+  EXPECT_FALSE(fused_writes_normed(in_place.g, 0, Kernel::kAddNormQuant));
   EXPECT_EQ(*plan_graph(decode.g, decode.w, 8, false),
             (std::vector<Kernel>{Kernel::kAdd, Kernel::kRmsNorm, Kernel::kQuantize, Kernel::kW2a8Gemv, Kernel::kW2a8Gemv,
                                  Kernel::kW2a8Gemv}));
