@@ -28,13 +28,15 @@ inline int64_t attention_scratch_floats(const AttentionShape& s, int64_t n_token
   return n_tokens * s.n_head * s.n_splits * attention_slot_floats(s.head_dim);
 }
 
-// The split for a cache of n_ctx positions on a device of n_sm multiprocessors: enough
-// (head, slice) blocks for two per multiprocessor, no slice under 128 positions. It depends on
-// n_ctx, not on the position, so one captured decode step serves every position.
-inline void choose_attention_split(AttentionShape& s, int64_t n_ctx, int32_t n_sm) {
+// The split for n_tokens tokens over a cache of n_ctx positions on a device of n_sm
+// multiprocessors: enough (token, head, slice) blocks for two per multiprocessor, no slice under
+// 128 positions (a prompt chunk's tokens fill the device alone: one slice, and scratch for one).
+// It depends on n_ctx and n_tokens, not on the positions, so one captured decode step serves
+// every position.
+inline void choose_attention_split(AttentionShape& s, int64_t n_ctx, int32_t n_sm, int64_t n_tokens = 1) {
   constexpr int64_t kMinSlice = 128;
-  const int64_t heads = s.n_head > 0 ? s.n_head : 1;
-  const int64_t want = (2 * int64_t{n_sm} + heads - 1) / heads;
+  const int64_t rows = (s.n_head > 0 ? s.n_head : 1) * (n_tokens > 0 ? n_tokens : 1);
+  const int64_t want = (2 * int64_t{n_sm} + rows - 1) / rows;
   const int64_t most = (n_ctx + kMinSlice - 1) / kMinSlice;
   int64_t n = want < most ? want : most;
   if (n < 1) n = 1;

@@ -91,7 +91,7 @@ Status CudaBackend::upload_inputs(const hal::Graph& graph, std::span<const int32
   if (attention) {
     const hal::AttentionParams& p = graph.attn;
     b.attn_shape = {p.n_head, p.n_head_kv, p.head_dim, static_cast<int64_t>(p.n_head_kv) * p.head_dim, p.kq_scale, 1, 0};
-    choose_attention_split(b.attn_shape, kv_.n_ctx, prop_.multiProcessorCount);
+    choose_attention_split(b.attn_shape, kv_.n_ctx, prop_.multiProcessorCount, graph.n_tokens);
     const auto floats = static_cast<uint64_t>(attention_scratch_floats(b.attn_shape, graph.n_tokens));
     BITNET_RETURN_IF_ERROR(scratch(b.attn_scratch, floats * 4).status());
   }

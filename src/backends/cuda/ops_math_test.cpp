@@ -136,6 +136,15 @@ TEST(CudaOpsMath, AttentionSplitFillsTheDeviceWithoutTinySlices) {
   choose_attention_split(s, 100, 132);  // short context: one slice
   EXPECT_EQ(s.n_splits, 1);
   EXPECT_EQ(s.split_len, 100);
+  choose_attention_split(s, 4096, 132, 8);  // 8 sequences: 160 (token, head) rows, 2 slices
+  EXPECT_EQ(s.n_splits, 2);
+  // A 512-token prompt chunk fills the device with (token, head) blocks: one slice, so its
+  // scratch is 512 x 20 x (128 + 2) floats, not 14 times that (75 MB).
+  s.head_dim = 128;
+  choose_attention_split(s, 4096, 132, 512);
+  EXPECT_EQ(s.n_splits, 1);
+  EXPECT_EQ(s.split_len, 4096);
+  EXPECT_EQ(attention_scratch_floats(s, 512), 512 * 20 * 130);
 }
 
 }  // namespace
