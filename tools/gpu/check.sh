@@ -3,9 +3,10 @@
 #   run(command="tools/gpu/check.sh", carry=[".gpu"], timeout_s=540)
 # Each step has its own time limit and the whole run a deadline (CHECK_SECONDS, default 480),
 # so a hung kernel costs one step, not the call. Logs go to $OUT (at most 8 files come back):
-# summary.txt, gpu.txt, tests.log, bench.log, sanitizer.log; the summary is printed last.
+# summary.txt, gpu.txt, tests.log, bench.log, profile.log, sanitizer.log; the summary is printed
+# last.
 # CHECK_STEPS picks steps (default: all, in this order):
-#   devices probe kernels ops backend golden kbench bench parallel sanitizer
+#   devices probe kernels ops backend golden kbench bench parallel profile sanitizer
 set -u
 start=$(date +%s)
 deadline=$((start + ${CHECK_SECONDS:-480}))
@@ -13,11 +14,14 @@ out=${OUT:-/tmp/bitnet-gpu-out}
 mkdir -p "$out"
 root=/tmp/bitnet-gpu
 rm -rf "$root"
-if ! tar -C /tmp -xJf .gpu/bitnet-gpu.tar.xz; then
+if [ ! -f .gpu/bitnet-gpu.tar.xz ]; then
   echo "check: no bundle (.gpu/bitnet-gpu.tar.xz): run tools/gpu/bundle.sh and carry .gpu" >&2
   exit 2
 fi
-steps=${CHECK_STEPS:-devices probe kernels ops backend golden kbench bench parallel sanitizer}
+# tar needs xz for -J; python3 (there with PyTorch) reads it either way
+tar -C /tmp -xJf .gpu/bitnet-gpu.tar.xz 2>/dev/null ||
+  python3 -c 'import tarfile; tarfile.open(".gpu/bitnet-gpu.tar.xz").extractall("/tmp")' || exit 2
+steps=${CHECK_STEPS:-devices probe kernels ops backend golden kbench bench parallel profile sanitizer}
 summary="$out/summary.txt"
 { echo "bundle $(cat "$root/COMMIT") (sm_$(cat "$root/ARCH"))"; date -u; } > "$summary"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem \
@@ -55,7 +59,7 @@ step() {
 
 bin="$root/bin"
 run=(env LD_LIBRARY_PATH="$root/lib" BITNET_STRICT_MODE=1)  # the bundle's libraries; no silent fallback to the CPU
-case " $steps " in *" bench "* | *" parallel "*) steps="$steps synth" ;; esac
+case " $steps " in *" bench "* | *" parallel "* | *" profile "*) steps="$steps synth" ;; esac
 model=/tmp/2b4t-i2_s.gguf
 step devices "$out/tests.log" 30 "${run[@]}" "$bin/bitnet" devices
 grep -A2 '^cuda:' "$out/tests.log" | sed 's/^/  /' >> "$summary"  # available, or why not: then every test skips
@@ -68,6 +72,11 @@ step kbench "$out/bench.log" 60 "${run[@]}" "$bin/bitnet_cuda_bench"
 step synth "$out/bench.log" 60 "${run[@]}" "$bin/bitnet" synth -o "$model" --preset 2b4t --type i2_s
 step bench "$out/bench.log" 120 "${run[@]}" "$bin/bitnet" bench -m "$model" --device cuda -p 128,512 -n 64 -r 3
 step parallel "$out/bench.log" 90 "${run[@]}" "$bin/bitnet" bench -m "$model" --device cuda -p 0 -n 64 --parallel 1,8,32 -r 2
+# Where the time goes per kernel (kernel_profile.h; plain launches, no graphs): a prompt of 512,
+# then decode.
+step profile "$out/profile.log" 90 "${run[@]}" BITNET_CUDA_PROFILE=1 "$bin/bitnet" bench -m "$model" --device cuda -p 512 -n 0 -r 1
+step profile "$out/profile.log" 90 "${run[@]}" BITNET_CUDA_PROFILE=1 "$bin/bitnet" bench -m "$model" --device cuda -p 0 -n 32 -r 1
+grep -A8 'profile (BITNET_CUDA_PROFILE)' "$out/profile.log" 2>/dev/null | sed 's/^/  /' >> "$summary"
 if command -v compute-sanitizer >/dev/null; then
   step sanitizer "$out/sanitizer.log" 150 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
     "${run[@]}" "$bin/cuda_kernels_test"

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 #include "backends/cuda/cuda_backend_impl.h"
 #if BITNET_HIP
 #include "backends/cuda/cuda_probe.h"   // hip_arch_refusal
@@ -20,8 +24,9 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& opt
   }
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->device_ = device_index;
-  b->graphs_ = options.graphs;
+  b->graphs_ = options.graphs && !options.profile;  // a replayed graph cannot be timed per kernel
   b->fuse_ = options.fuse;
+  b->profile_on_ = options.profile;
   BITNET_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_index), "cudaSetDevice"));
   BITNET_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&b->prop_, device_index), "cudaGetDeviceProperties"));
 #if BITNET_HIP
@@ -46,6 +51,8 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& opt
 CudaBackend::~CudaBackend() {
   (void)cudaSetDevice(device_);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  if (!profile_.empty()) std::fprintf(stderr, BITNET_GPU_PREFIX " profile (BITNET_CUDA_PROFILE):\n%s", profile_.table().c_str());
+  for (cudaEvent_t e : profile_events_) (void)cudaEventDestroy(e);
   if (pool_) {
     drop_captured();
     release_buffers(step_, true);
@@ -159,6 +166,8 @@ Result<std::unique_ptr<hal::Backend>> make_backend(const CudaOptions& options) {
 Result<std::unique_ptr<hal::Backend>> make_backend(int device_index) {
   CudaOptions o;
   o.device_index = device_index;
+  const char* profile = std::getenv("BITNET_CUDA_PROFILE");
+  o.profile = profile != nullptr && *profile != '\0' && std::string_view(profile) != "0";
   return CudaBackend::create(o);
 }
 

@@ -16,9 +16,13 @@ struct CudaOptions {
   // Capture each decode step (up to 8 tokens) into a CUDA graph, once per step signature
   // (cuda_plan.h step_signature), and replay it; plain launches where capture fails.
   bool graphs = true;
-  // Run rms_norm + quantize_act (and the FFN gate before them) as one fused kernel where the
-  // op list allows it (cuda_plan.h plan_graph).
+  // Run the fusions of cuda_plan.h plan_graph (norm + quantize with the gate or residual add
+  // before them, the GEMVs of one input, the ropes with the KV store) where the op list allows.
   bool fuse = true;
+  // Time each launch with events (no graphs then) and write a table of where the steps' time
+  // went to stderr when the backend is destroyed (kernel_profile.h). make_backend(int) sets it
+  // from BITNET_CUDA_PROFILE=1.
+  bool profile = false;
 };
 
 Result<std::unique_ptr<hal::Backend>> make_backend(const CudaOptions& options);

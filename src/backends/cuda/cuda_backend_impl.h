@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_weights.h"
 #include "backends/cuda/device_pool.h"
 #include "backends/cuda/graph_cache.h"
+#include "backends/cuda/kernel_profile.h"
 #include "backends/cuda/kernels.h"
 #include "hal/backend.h"
 #include "hal/validate.h"
@@ -98,6 +99,10 @@ class CudaBackend final : public hal::Backend {
   Status acquire_acts(const hal::Graph& graph, StepBuffers& b);
   Status upload_inputs(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in, StepBuffers& b);
   Status launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan);
+  // BITNET_CUDA_PROFILE: an event on the stream before launch j (and after the last); after the
+  // step's sync, the times between them added to profile_.
+  Status mark_launch(size_t j, Kernel k);
+  Status collect_profile(size_t n_launches);
   Status run_step(const hal::Graph& graph, std::span<const int32_t> tokens, const LogitsOut& out);
   Status read_logits(const hal::Graph& graph, const LogitsOut& out);
   // Copies `bytes` at device address src to the host through the pinned staging (else into
@@ -160,6 +165,11 @@ class CudaBackend final : public hal::Backend {
   // What has run, for kernels_used(): flags set per launch, names built only when asked.
   std::array<bool, kKernelCount> launched_{};
   bool replayed_ = false;  // a captured step graph has been replayed
+  // CudaOptions::profile: per-kernel times (kernel_profile.h), written to stderr at the end.
+  bool profile_on_ = false;
+  KernelProfile profile_;
+  std::vector<cudaEvent_t> profile_events_;
+  std::vector<Kernel> profile_kernels_;  // the kernel of each launch of the step
 };
 
 }  // namespace bitnet::cuda

@@ -99,13 +99,39 @@ Status CudaBackend::upload_inputs(const hal::Graph& graph, std::span<const int32
 }
 
 Status CudaBackend::launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan) {
+  size_t n = 0;  // launches so far
   for (size_t i = 0; i < graph.ops.size(); ++i) {
     if (plan[i] == Kernel::kFused) continue;  // run by the fused kernel before it
+    if (profile_on_) BITNET_RETURN_IF_ERROR(mark_launch(n, plan[i]));
     const Status s = plan[i] == Kernel::kW2a8GemvGroup ? launch_gemv_group(graph, i, gemv_group_size(plan, i))
                                                        : launch(graph, i, plan[i]);
     if (!s.ok()) return s.with_context(fmt::format("op {} ({})", i, hal::op_name(graph.ops[i].kind)));
     launched_[static_cast<size_t>(plan[i])] = true;
+    ++n;
   }
+  if (profile_on_) BITNET_RETURN_IF_ERROR(mark_launch(n, Kernel::kFused));  // the end of the last
+  return {};
+}
+
+Status CudaBackend::mark_launch(size_t j, Kernel k) {
+  while (profile_events_.size() <= j) {
+    cudaEvent_t e = nullptr;
+    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&e), "cudaEventCreate"));
+    profile_events_.push_back(e);
+  }
+  if (profile_kernels_.size() <= j) profile_kernels_.resize(j + 1);
+  profile_kernels_[j] = k;
+  return cuda_status(cudaEventRecord(profile_events_[j], stream_), "cudaEventRecord");
+}
+
+Status CudaBackend::collect_profile(size_t n_launches) {
+  for (size_t j = 0; j < n_launches; ++j) {
+    float ms = 0.0f;
+    BITNET_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&ms, profile_events_[j], profile_events_[j + 1]),
+                                       "cudaEventElapsedTime"));
+    profile_.add(profile_kernels_[j], 1000.0 * static_cast<double>(ms));
+  }
+  profile_.add_step();
   return {};
 }
 
@@ -183,7 +209,11 @@ Status CudaBackend::run_step(const hal::Graph& graph, std::span<const int32_t> t
   s = acquire_acts(graph, step_);
   if (s.ok()) s = upload_inputs(graph, tokens, in, step_);
   if (s.ok()) s = launch_all(graph, plan);
-  if (s.ok()) s = read_logits(graph, out);
+  if (s.ok()) s = read_logits(graph, out);  // synchronizes the stream
+  if (s.ok() && profile_on_) {
+    const auto launches = static_cast<size_t>(std::count_if(plan.begin(), plan.end(), [](Kernel k) { return k != Kernel::kFused; }));
+    s = collect_profile(launches);
+  }
   if (!s.ok()) (void)cudaStreamSynchronize(stream_);  // nothing queued may still use the blocks
   release_buffers(step_, false);
   return s;
