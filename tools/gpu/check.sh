@@ -62,7 +62,8 @@ run=(env LD_LIBRARY_PATH="$root/lib" BITNET_STRICT_MODE=1)  # the bundle's libra
 case " $steps " in *" bench "* | *" parallel "* | *" profile "*) steps="$steps synth" ;; esac
 model=/tmp/2b4t-i2_s.gguf
 step devices "$out/tests.log" 30 "${run[@]}" "$bin/bitnet" devices
-grep -A2 '^cuda:' "$out/tests.log" | sed 's/^/  /' >> "$summary"  # available, or why not: then every test skips
+# the cuda entry and its devices: available, or why not (then every test skips)
+awk '/^cuda:/ {on = 1; print "  " $0; next} on && /^ / {print "  " $0; next} {on = 0}' "$out/tests.log" | head -6 >> "$summary"
 step probe "$out/tests.log" 60 "${run[@]}" "$bin/cuda_probe_test"
 step kernels "$out/tests.log" 120 "${run[@]}" "$bin/cuda_kernels_test"
 step ops "$out/tests.log" 120 "${run[@]}" "$bin/cuda_backend_ops_test"
