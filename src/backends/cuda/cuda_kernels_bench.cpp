@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 #include <random>
 #include <string>
 #include <vector>
@@ -80,7 +82,12 @@ void report(const char* name, int64_t n_rows, int64_t n_cols, const char* format
               static_cast<long long>(n_cols), format, us, gbs, 100.0 * gbs / d.peak_gbs);
 }
 
-double bench_w2a8(const char* name, int64_t n_rows, int64_t n_cols, int iters, const Device& d, std::mt19937& rng) {
+// One decode token's product over the weights of `rows` (1 to kGemvGroupMax weights of n_cols
+// columns, one launch: w2a8_gemv_group, as the backend runs q, k, v and gate, up).
+double bench_w2a8(const char* name, std::initializer_list<int64_t> rows, int64_t n_cols, int iters, const Device& d,
+                  std::mt19937& rng) {
+  int64_t n_rows = 0;
+  for (int64_t r : rows) n_rows += r;
   std::vector<uint32_t> words(static_cast<size_t>(n_rows * n_cols / kWordCols));
   for (auto& w : words) {
     uint32_t codes[kWordCols];
@@ -107,8 +114,19 @@ double bench_w2a8(const char* name, int64_t n_rows, int64_t n_cols, int iters, c
   ok(cudaMemcpy(dsum.p, sums.data(), sums.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   ok(cudaMemcpy(dact.p, &s, 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   const double us = time_us(iters, n_copies, [&](int c) {
-    const W2cView w{dw.as<uint32_t>() + c * words.size(), ds.as<float>() + c * scales.size(), n_rows, n_cols, n_cols};
-    ok(w2a8_gemv(w, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, dy.as<float>(), nullptr), "w2a8_gemv");
+    W2cView w[kGemvGroupMax];
+    float* y[kGemvGroupMax];
+    int n = 0;
+    int64_t row0 = 0;
+    for (int64_t r : rows) {
+      w[n] = W2cView{dw.as<uint32_t>() + c * words.size() + row0 * n_cols / kWordCols,
+                     ds.as<float>() + c * scales.size() + row0, r, n_cols, n_cols};
+      y[n] = dy.as<float>() + row0;
+      row0 += r;
+      ++n;
+    }
+    ok(w2a8_gemv_group(w, y, n, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, nullptr),
+       "w2a8_gemv_group");
   });
   report(name, n_rows, n_cols, "I2_S", w_bytes + n_cols + n_rows * 4, us, d);
   return us;
@@ -158,17 +176,25 @@ int run(int iters) {
   std::printf("note: the peak is right for HBM (Instinct, Vega 20); ROCm's memory clock of GDDR6 GPUs is not the data rate's half\n");
 #endif
   std::mt19937 rng(1);
-  // BitNet b1.58 2B-4T, one decode token: 7 ternary linears per layer x 30 layers, F16 tied head.
+  // BitNet b1.58 2B-4T, one decode token: 7 ternary linears per layer x 30 layers, F16 tied head;
+  // each alone, then as the backend launches them (q, k, v and gate, up grouped).
   double layer_us = 0.0;
-  layer_us += bench_w2a8("attn_q", 2560, 2560, iters, d, rng);
-  layer_us += 2 * bench_w2a8("attn_k/v", 640, 2560, iters, d, rng);
-  layer_us += bench_w2a8("attn_output", 2560, 2560, iters, d, rng);
-  layer_us += 2 * bench_w2a8("ffn_gate/up", 6912, 2560, iters, d, rng);
-  layer_us += bench_w2a8("ffn_down", 2560, 6912, iters, d, rng);
+  layer_us += bench_w2a8("attn_q", {2560}, 2560, iters, d, rng);
+  layer_us += 2 * bench_w2a8("attn_k/v", {640}, 2560, iters, d, rng);
+  const double o_us = bench_w2a8("attn_output", {2560}, 2560, iters, d, rng);
+  layer_us += o_us;
+  layer_us += 2 * bench_w2a8("ffn_gate/up", {6912}, 2560, iters, d, rng);
+  const double down_us = bench_w2a8("ffn_down", {2560}, 6912, iters, d, rng);
+  layer_us += down_us;
+  double grouped_us = o_us + down_us;
+  grouped_us += bench_w2a8("attn_qkv", {2560, 640, 640}, 2560, iters, d, rng);
+  grouped_us += bench_w2a8("ffn_gate+up", {6912, 6912}, 2560, iters, d, rng);
   const double head_us = bench_f16("output", 128256, 2560, iters, d, rng);
   if (!ok(cudaGetLastError(), "kernels")) return 1;
-  std::printf("GEMVs of one token: 30 x %.1f us + head %.1f us = %.2f ms (the GEMV bound on decode: %.0f tokens/s)\n",
-              layer_us, head_us, (30 * layer_us + head_us) / 1e3, 1e6 / (30 * layer_us + head_us));
+  for (const auto& [what, us] : {std::pair{"one launch each", layer_us}, std::pair{"grouped", grouped_us}}) {
+    std::printf("GEMVs of one token, %s: 30 x %.1f us + head %.1f us = %.2f ms (the GEMV bound on decode: %.0f tokens/s)\n",
+                what, us, head_us, (30 * us + head_us) / 1e3, 1e6 / (30 * us + head_us));
+  }
   return 0;
 }
 
