@@ -1,7 +1,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "bitnet/devices.h"
@@ -38,12 +37,10 @@ nlohmann::json to_json(const DeviceDescription& d) {
 
 int run(const DevicesFlags& f) {
   // Like the other commands, BITNET_GPU_FAKE adds fakes unless strict mode is on.
-  const char* strict = std::getenv("BITNET_STRICT_MODE");
-  const bool is_strict = strict != nullptr && std::string(strict) != "0" && std::string(strict) != "false";
   ModelFlags none;
   auto options = engine_options_from_env(none);
   if (!options.ok()) return fail(options.status());
-  const auto backends = list_devices(is_strict ? std::vector<std::string>{} : options->fake_gpus);
+  const auto backends = list_devices(options->strict ? std::vector<std::string>{} : options->fake_gpus);
   if (f.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const BackendDescription& b : backends) {

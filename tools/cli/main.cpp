@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "core/env.h"
 
 namespace bitnet::cli {
 
@@ -80,8 +81,7 @@ Result<EngineOptions> engine_options_from_env(const ModelFlags& flags) {
     if (*end != '\0' || v < 0 || v > 1024) return invalid_argument("BITNET_GPU_DEVICE must be a device index, got '" + idx + "'");
     o.gpu_device = static_cast<int>(v);
   }
-  const std::string strict = env("BITNET_STRICT_MODE");
-  o.strict = !strict.empty() && strict != "0" && strict != "false";
+  o.strict = env_flag("BITNET_STRICT_MODE");
   std::string fakes = env("BITNET_GPU_FAKE");
   for (size_t pos = 0; !fakes.empty() && pos <= fakes.size();) {
     const size_t comma = std::min(fakes.find(',', pos), fakes.size());

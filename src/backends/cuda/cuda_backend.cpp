@@ -3,10 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <string_view>
 
 #include "backends/cuda/cuda_backend_impl.h"
+#include "core/env.h"
 #if BITNET_HIP
 #include "backends/cuda/cuda_probe.h"   // hip_arch_refusal
 #include "backends/cuda/hip_backend.h"  // the registry's declarations, checked against these
@@ -166,8 +165,7 @@ Result<std::unique_ptr<hal::Backend>> make_backend(const CudaOptions& options) {
 Result<std::unique_ptr<hal::Backend>> make_backend(int device_index) {
   CudaOptions o;
   o.device_index = device_index;
-  const char* profile = std::getenv("BITNET_CUDA_PROFILE");
-  o.profile = profile != nullptr && *profile != '\0' && std::string_view(profile) != "0";
+  o.profile = env_flag("BITNET_CUDA_PROFILE");
   return CudaBackend::create(o);
 }
 
