@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kWarp* kWarps)
   const int64_t n_pos = static_cast<int64_t>(rows.pos[t]) + 1;
   const int64_t p0 = static_cast<int64_t>(split) * shape.split_len;
   const int64_t p1 = p0 + shape.split_len < n_pos ? p0 + shape.split_len : n_pos;
-  const int32_t* table = rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
+  const int32_t* table = token_table(rows, t);
 
   float2 qv[kPairs], o[kPairs];
   const float* qh = q + (t * shape.n_head + h) * hd;

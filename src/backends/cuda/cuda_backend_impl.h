@@ -99,10 +99,10 @@ class CudaBackend final : public hal::Backend {
   Status acquire_acts(const hal::Graph& graph, StepBuffers& b);
   Status upload_inputs(const hal::Graph& graph, std::span<const int32_t> tokens, const StepInputs& in, StepBuffers& b);
   Status launch_all(const hal::Graph& graph, const std::vector<Kernel>& plan);
-  // BITNET_CUDA_PROFILE: an event on the stream before launch j (and after the last); after the
-  // step's sync, the times between them added to profile_.
+  // BITNET_CUDA_PROFILE: an event on the stream before launch j (and after the last, marked
+  // kFused); after the step's sync, the times between them added to profile_.
   Status mark_launch(size_t j, Kernel k);
-  Status collect_profile(size_t n_launches);
+  Status collect_profile();
   Status run_step(const hal::Graph& graph, std::span<const int32_t> tokens, const LogitsOut& out);
   Status read_logits(const hal::Graph& graph, const LogitsOut& out);
   // Copies `bytes` at device address src to the host through the pinned staging (else into
@@ -169,7 +169,7 @@ class CudaBackend final : public hal::Backend {
   bool profile_on_ = false;
   KernelProfile profile_;
   std::vector<cudaEvent_t> profile_events_;
-  std::vector<Kernel> profile_kernels_;  // the kernel of each launch of the step
+  std::vector<Kernel> profile_kernels_;  // the kernel of each launch of the step, then the end mark
 };
 
 }  // namespace bitnet::cuda

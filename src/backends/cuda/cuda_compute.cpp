@@ -119,13 +119,13 @@ Status CudaBackend::mark_launch(size_t j, Kernel k) {
     BITNET_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&e), "cudaEventCreate"));
     profile_events_.push_back(e);
   }
-  if (profile_kernels_.size() <= j) profile_kernels_.resize(j + 1);
+  profile_kernels_.resize(j + 1);  // launch 0 starts a step afresh
   profile_kernels_[j] = k;
   return cuda_status(cudaEventRecord(profile_events_[j], stream_), "cudaEventRecord");
 }
 
-Status CudaBackend::collect_profile(size_t n_launches) {
-  for (size_t j = 0; j < n_launches; ++j) {
+Status CudaBackend::collect_profile() {
+  for (size_t j = 0; j + 1 < profile_kernels_.size(); ++j) {
     float ms = 0.0f;
     BITNET_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&ms, profile_events_[j], profile_events_[j + 1]),
                                        "cudaEventElapsedTime"));
@@ -210,10 +210,7 @@ Status CudaBackend::run_step(const hal::Graph& graph, std::span<const int32_t> t
   if (s.ok()) s = upload_inputs(graph, tokens, in, step_);
   if (s.ok()) s = launch_all(graph, plan);
   if (s.ok()) s = read_logits(graph, out);  // synchronizes the stream
-  if (s.ok() && profile_on_) {
-    const auto launches = static_cast<size_t>(std::count_if(plan.begin(), plan.end(), [](Kernel k) { return k != Kernel::kFused; }));
-    s = collect_profile(launches);
-  }
+  if (s.ok() && profile_on_) s = collect_profile();
   if (!s.ok()) (void)cudaStreamSynchronize(stream_);  // nothing queued may still use the blocks
   release_buffers(step_, false);
   return s;

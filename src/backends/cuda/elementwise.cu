@@ -83,8 +83,7 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const f
       x[a] = x0;
       x[b] = x1;
       if (!is_q) {
-        const int32_t* table = rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
-        __half* row = k_cache + kv_row(rows.pos[t], table, rows.block_shift) * n_embd_kv + h * head_dim;
+        __half* row = k_cache + kv_row(rows.pos[t], token_table(rows, t), rows.block_shift) * n_embd_kv + h * head_dim;
         row[a] = __float2half_rn(x0);
         row[b] = __float2half_rn(x1);
       }
@@ -92,8 +91,7 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const f
     }
     const int64_t j = i - k_end;
     const int64_t t = j / n_embd_kv, d = j % n_embd_kv;
-    const int32_t* table = rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
-    const int64_t row = kv_row(rows.pos[t], table, rows.block_shift);
+    const int64_t row = kv_row(rows.pos[t], token_table(rows, t), rows.block_shift);
     v_cache[row * n_embd_kv + d] = __float2half_rn(v[j]);
     if (d % head_dim >= n_rot) k_cache[row * n_embd_kv + d] = __float2half_rn(k[j]);  // not rotated
   }
@@ -103,8 +101,7 @@ __global__ void store_kv_kernel(const float* k, const float* v, int64_t n_tokens
                                 __half* k_cache, __half* v_cache) {
   BITNET_GRID_STRIDE(i, n_tokens * n_embd_kv) {
     const int64_t t = i / n_embd_kv, d = i % n_embd_kv;
-    const int32_t* table = rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
-    const int64_t row = kv_row(rows.pos[t], table, rows.block_shift);
+    const int64_t row = kv_row(rows.pos[t], token_table(rows, t), rows.block_shift);
     k_cache[row * n_embd_kv + d] = __float2half_rn(k[i]);
     v_cache[row * n_embd_kv + d] = __float2half_rn(v[i]);
   }

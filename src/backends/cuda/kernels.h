@@ -124,6 +124,11 @@ struct KvRows {
   int32_t block_shift = 0;
 };
 
+// Token t's block table for ops_math.h kv_row (null: the identity).
+BITNET_HD const int32_t* token_table(const KvRows& rows, int64_t t) {
+  return rows.table == nullptr ? nullptr : rows.table + rows.table_begin[t];
+}
+
 // Writes k and v [n_tokens][n_embd_kv] as fp16 (round to nearest even) into the cache rows of
 // positions pos[t] of `rows`.
 GpuError store_kv_f16(const float* k, const float* v, int64_t n_tokens, int64_t n_embd_kv, const KvRows& rows,

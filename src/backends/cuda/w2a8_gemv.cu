@@ -25,16 +25,8 @@ namespace {
 
 constexpr int kRowsPerBlock = 4;
 
-// The weights of one launch (host side): weight i holds global rows [row_end[i - 1], row_end[i]).
-struct Group {
-  const uint4* words[kGemvGroupMax];
-  const float* scales[kGemvGroupMax];
-  float* y[kGemvGroupMax];
-  int64_t row_end[kGemvGroupMax];
-};
-
 // Weight i of a group, one kernel parameter each (a struct of arrays indexed by a computed i
-// went through a 96-byte local copy).
+// went through a 96-byte local copy): it holds global rows [slot i-1's row_end, row_end).
 struct Slot {
   const uint4* words;
   const float* scales;
@@ -127,16 +119,13 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
 }
 
 template <int kTokens>
-GpuError launch(const Group& group, int64_t n_cols, int64_t scale_block, const Q8View& x, int64_t n_tokens,
-                GpuStream stream) {
-  const int64_t n_rows = group.row_end[kGemvGroupMax - 1];
+GpuError launch(const Slot (&slots)[kGemvGroupMax], int64_t n_cols, int64_t scale_block, const Q8View& x,
+                int64_t n_tokens, GpuStream stream) {
+  const int n_rows = slots[kGemvGroupMax - 1].row_end;
   const dim3 block(kWarp, kRowsPerBlock);
   const dim3 grid(static_cast<unsigned>((n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
-  const auto slot = [&](int i) {
-    return Slot{group.words[i], group.scales[i], group.y[i], static_cast<int>(group.row_end[i])};
-  };
-  w2a8_gemv_kernel<kTokens><<<grid, block, 0, stream>>>(slot(0), slot(1), slot(2), n_cols, scale_block, x.q, x.scale,
+  w2a8_gemv_kernel<kTokens><<<grid, block, 0, stream>>>(slots[0], slots[1], slots[2], n_cols, scale_block, x.q, x.scale,
                                                          x.chunk_sum, n_tokens);
   return launch_status();
 }
@@ -148,23 +137,21 @@ GpuError w2a8_gemv_group(const W2cView* w, float* const* y, int n, const Q8View&
       !w2a8_scale_block_ok(w[0].n_cols, w[0].scale_block)) {
     return kGpuInvalidValue;
   }
-  Group group{};
+  Slot slots[kGemvGroupMax] = {};
   int64_t rows = 0;
   for (int i = 0; i < kGemvGroupMax; ++i) {
     if (i < n) {
       if (w[i].n_rows <= 0 || w[i].n_cols != w[0].n_cols || w[i].scale_block != w[0].scale_block) return kGpuInvalidValue;
-      group.words[i] = reinterpret_cast<const uint4*>(w[i].words);
-      group.scales[i] = w[i].scales;
-      group.y[i] = y[i];
       rows += w[i].n_rows;
+      if (rows > 0x7fffffff - kRowsPerBlock) return kGpuInvalidValue;
+      slots[i] = {reinterpret_cast<const uint4*>(w[i].words), w[i].scales, y[i], 0};
     }
-    group.row_end[i] = rows;  // past n: the last weight's end, an empty range
+    slots[i].row_end = static_cast<int>(rows);  // past n: the last weight's end, an empty range
   }
-  if (rows > 0x7fffffff - kRowsPerBlock) return kGpuInvalidValue;
   const int64_t n_cols = w[0].n_cols, scale_block = w[0].scale_block;
-  if (n_tokens == 1) return launch<1>(group, n_cols, scale_block, x, n_tokens, stream);
-  if (n_tokens <= 4) return launch<4>(group, n_cols, scale_block, x, n_tokens, stream);
-  return launch<8>(group, n_cols, scale_block, x, n_tokens, stream);
+  if (n_tokens == 1) return launch<1>(slots, n_cols, scale_block, x, n_tokens, stream);
+  if (n_tokens <= 4) return launch<4>(slots, n_cols, scale_block, x, n_tokens, stream);
+  return launch<8>(slots, n_cols, scale_block, x, n_tokens, stream);
 }
 
 GpuError w2a8_gemv(const W2cView& w, const Q8View& x, int64_t n_tokens, float* y, GpuStream stream) {
