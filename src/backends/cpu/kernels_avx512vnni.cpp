@@ -282,6 +282,11 @@ T5TokenAct t5_act(const CpuWeight& w, const Q8Rows& x) {
   return {q, a.block_sum.data()};
 }
 
+// How far ahead of the vector being read decode prefetches its codes (the row groups follow one
+// another in memory, so this runs on into the next): as in the AVX2 set, one core's demand
+// misses alone leave it short of the memory's bandwidth.
+constexpr int64_t kT5PrefetchBytes = 8192;
+
 // Decode with a scale per 256 columns: the 4 rows of row group rg against one token (its
 // activations `act`), the float update per block in block order (a chunk's blocks 0-3 from the
 // quarters of positions 0-3, then block 4 from position 4). One scale per row: t5_gemv_rows.
@@ -307,6 +312,7 @@ __m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5TokenAc
   for (int64_t k = 0; k < n_chunks; ++k) {
     for (int v = 0; v < 4; ++v) {
       const uint8_t* c = codes + (4 * k + v) * kT5Rows * kT5VectorBytes;
+      for (int l = 0; l < kT5Rows; ++l) _mm_prefetch(reinterpret_cast<const char*>(c + kT5PrefetchBytes + 64 * l), _MM_HINT_T0);
       __m512i m[kT5Rows];
       for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
       const int8_t* a = act.q + kT5ChunkCols * k + 320 * v;
@@ -385,6 +391,7 @@ void t5_row_group_dots(const CpuWeight& w, const int8_t* a, int64_t rg, __m512i 
   };
   int64_t u = 0;
   for (; u < n_full; ++u, c += kT5Rows * kT5VectorBytes) {
+    for (int l = 0; l < kT5Rows; ++l) _mm_prefetch(reinterpret_cast<const char*>(c + kT5PrefetchBytes + 64 * l), _MM_HINT_T0);
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + 64), m2 = _mm512_load_si512(c + 128),
             m3 = _mm512_load_si512(c + 192);
     const int8_t* x = a + 320 * u;
