@@ -605,6 +605,8 @@ __m512i t5_tile_dots(const CpuWeight& w, int64_t rg, int h, const int8_t* act) {
   // 2) positions: two loops, so that GCC keeps the accumulators in registers through the first.
   int64_t u = 0;
   for (; u < n_full; ++u, c += kT5Rows * kT5VectorBytes) {
+    // A batched decode step's few tokens pass over codes that come from memory, as decode's.
+    for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + kT5PrefetchBytes + r * kT5VectorBytes), _MM_HINT_T0);
     __m512i m[R];
     for (int r = 0; r < R; ++r) m[r] = _mm512_load_si512(c + r * kT5VectorBytes);
     for (int i = 0; i < 5; ++i) t5_tile_position<R, T>(m, act + 320 * u + 64 * i, n_cols, acc);
