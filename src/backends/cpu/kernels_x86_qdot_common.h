@@ -187,6 +187,10 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
 // scales are widened once per block with the even sub-blocks in the low 128-bit lane and the
 // odd ones in the high lane, so one in-lane vpshufb gives the pair (2p, 2p+1) that 32 elements
 // span.
+//
+// The rows of a call follow one another in memory, and in a batched decode step (a head of a
+// few tokens) they come from memory: each block prefetches the bytes kQ6TilePrefetchBytes ahead.
+constexpr int64_t kQ6TilePrefetchBytes = 4096;
 template <int N>
 void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -194,6 +198,7 @@ void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float*
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
+    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(blk + kQ6TilePrefetchBytes + 64 * l), _MM_HINT_T0);
     const __m128i sc8 = load128(blk + 192);
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
