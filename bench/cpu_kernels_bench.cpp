@@ -180,6 +180,9 @@ void register_set(const KernelSet* set) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:128/threads:2", name, s.n_rows, s.n_cols).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, s, int64_t{128}, 2, 1)->UseRealTime();
   }
+  // A decode step of 8 sequences: the same tile on weights in cache, then streamed from memory.
+  benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/6912x2560/tokens:8", name).c_str(), bench_ternary, set,
+                               GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, 1, 1)->UseRealTime();
   for (int threads : {1, 2}) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, threads, 16)->UseRealTime();
