@@ -52,6 +52,7 @@ LogitStats compare_logits(const std::vector<float>& ours, const std::vector<floa
   LogitStats s;
   const int64_t n_rows = static_cast<int64_t>(ref.size()) / n_vocab;
   double sum_abs = 0.0;
+  double sum_corr = 0.0;
   int64_t same_argmax = 0;
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* a = ours.data() + r * n_vocab;
@@ -72,11 +73,14 @@ LogitStats compare_logits(const std::vector<float>& ours, const std::vector<floa
       saa += (a[i] - ma) * (a[i] - ma);
       sbb += (b[i] - mb) * (b[i] - mb);
     }
-    s.min_row_correlation = std::min(s.min_row_correlation, sab / std::sqrt(saa * sbb));
+    const double corr = sab / std::sqrt(saa * sbb);
+    s.min_row_correlation = std::min(s.min_row_correlation, corr);
+    sum_corr += corr;
     same_argmax += (std::max_element(a, a + n_vocab) - a) == (std::max_element(b, b + n_vocab) - b);
   }
   s.mean_abs_diff = sum_abs / static_cast<double>(ref.size());
   s.argmax_agreement = static_cast<double>(same_argmax) / static_cast<double>(n_rows);
+  s.mean_row_correlation = n_rows > 0 ? sum_corr / static_cast<double>(n_rows) : 1.0;
   return s;
 }
 

@@ -25,6 +25,7 @@ struct LogitStats {
   double max_abs_diff = 0.0;
   double mean_abs_diff = 0.0;
   double min_row_correlation = 1.0;
+  double mean_row_correlation = 1.0;
   double argmax_agreement = 0.0;  // fraction of rows with the same argmax
 };
 
