@@ -289,17 +289,12 @@ float dot_q5_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return hsum(acc) - hsum128(acc_min);
 }
 
-// How far ahead a row dot prefetches its weights (decode streams them from memory).
-constexpr int64_t kRowPrefetchBytes = 4096;
-
 float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
-    // Decode reads the head's rows one after the other: prefetching ahead (past this row's
-    // end into the next rows) keeps more of one core's misses in flight.
-    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(blk + kRowPrefetchBytes + 64 * l), _MM_HINT_T0);
+    prefetch_q6_K_ahead(blk);  // past this row's end into the next rows
     const uint8_t* act = a + b * 292;
     const float d = fp16(blk + 208) * load_f32(act);  // as ggml: fp16 d times the Q8_K d
     const __m128i sc8 = load128(blk + 192);
@@ -344,8 +339,7 @@ void tile_q6_K_by_group(int64_t n, const uint8_t* w, const uint8_t* a, int64_t a
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
-    // A decode step of several sequences streams the head's rows from memory, as decode does.
-    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(blk + kRowPrefetchBytes + 64 * l), _MM_HINT_T0);
+    prefetch_q6_K_ahead(blk);  // a decode step of several sequences streams the head, as decode does
     const uint8_t* act = a + b * 292;
     const __m128i sc8 = load128(blk + 192);
     // -32 * sum_j scale_j * bsum_j, the row dot's integers (32 * scale fits int16, a pair of

@@ -170,6 +170,17 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
   for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]) - hsum128(acc_min[j]);
 }
 
+// How far ahead the Q6_K row dots and tiles prefetch their blocks: the rows of a call follow
+// one another in memory, and decode (or a decode step of a few sequences) streams them from
+// memory, where one core's demand misses alone leave it short of the bandwidth.
+constexpr int64_t kRowPrefetchBytes = 4096;
+
+// Prefetches the 4 lines that a 210-byte Q6_K block kRowPrefetchBytes past blk can span.
+// Inlined by force: GCC 12 drops calls to a function whose only effects are prefetches.
+[[gnu::always_inline]] inline void prefetch_q6_K_ahead(const uint8_t* blk) {
+  for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(blk + kRowPrefetchBytes + 64 * l), _MM_HINT_T0);
+}
+
 // The codes 0..63 of Q6_K elements 128h + 32k + l (l < 32) of a block: a nibble of ql (the
 // block's bytes 64h + 32(k % 2) ..., low nibbles for k < 2) below bits 2k, 2k+1 of qh (bytes
 // 128 + 32h ...), moved to bits 4, 5 (shifts within 16-bit lanes keep them in their byte).
@@ -187,10 +198,6 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
 // scales are widened once per block with the even sub-blocks in the low 128-bit lane and the
 // odd ones in the high lane, so one in-lane vpshufb gives the pair (2p, 2p+1) that 32 elements
 // span.
-//
-// The rows of a call follow one another in memory, and in a batched decode step (a head of a
-// few tokens) they come from memory: each block prefetches the bytes kQ6TilePrefetchBytes ahead.
-constexpr int64_t kQ6TilePrefetchBytes = 4096;
 template <int N>
 void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
   const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -198,7 +205,7 @@ void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float*
   for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
-    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(blk + kQ6TilePrefetchBytes + 64 * l), _MM_HINT_T0);
+    prefetch_q6_K_ahead(blk);  // a batched decode step streams the head from memory
     const __m128i sc8 = load128(blk + 192);
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
