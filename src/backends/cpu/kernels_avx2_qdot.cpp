@@ -324,12 +324,12 @@ float dot_q6_K_q8_K(int64_t n, const uint8_t* w, const uint8_t* a) {
 // token's 8 group products of a block as a tree, all 64 products live at once (spilled).
 void pin(__m256i& v) { __asm__("" : "+x"(v)); }
 
-// This set's Q6_K prefill tile (the AVX-512 set, with 32 registers, keeps
-// kernels_x86_qdot_common.h's tile_q6_K): unpacking a whole block there takes 8 code and 8 scale
+// This set's Q6_K prefill tile (the AVX-512 set has its own on 512-bit vpdpbusd,
+// kernels_avx512vnni_qdot.cpp): unpacking a whole block at once would take 8 code and 8 scale
 // vectors, all 16 ymm registers, so here each 32-element group is unpacked as the row dot does
 // it, just before use, and met at once by all N tokens, whose int32 sums stay in registers (N
 // sums, the codes, the scale pair, a product, the scales: up to 8 tokens in one pass over the
-// row, where tile_q6_K<4> spills and reads each row twice for 8 tokens). Each token's
+// row, where a whole-block tile of 4 tokens spilled and read each row twice for 8 tokens). Each token's
 // integer sums are the row dot's (exact; added in another order) and it takes the dot's float
 // steps, so tile and dot agree bit for bit.
 template <int N>

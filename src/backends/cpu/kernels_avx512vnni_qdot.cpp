@@ -4,9 +4,10 @@
 // tokens per pass over a row's blocks where the AVX2 set takes 4 (32 registers hold the
 // unpacked block and 8 accumulators: Q3_K..Q6_K and IQ4_XS tiles 19-55% faster on Zen 4, Q6_K
 // 42 -> 65 GMAC/s per core); the row dots of the other types are the AVX2 set's
-// (kernels_avx2_qdot.cpp), which the tiles here equal bit for bit. (A 512-bit vpdpbusd Q6_K
-// dot, with vpmulld by the sub-block scales, ran 10% slower than the AVX2 one on Zen 4, whose
-// 512-bit instructions are two 256-bit halves.)
+// (kernels_avx2_qdot.cpp), which the tiles here equal bit for bit. The Q6_K tile is this set's
+// own, on 512-bit vpdpbusd (below). (A 512-bit vpdpbusd Q6_K row dot, with vpmulld by the
+// sub-block scales, ran 10% slower than the AVX2 one on Zen 4, whose 512-bit instructions are
+// two 256-bit halves, so the row dot stays the AVX2 set's.)
 //
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 headers (bug 105593)
@@ -371,6 +372,78 @@ void tile_of(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, c
     default: tile_rows<T, 16>(n, w, w_row_bytes, n_rows, act, as, y, ys); break;
   }
 }
+
+// ---- Q6_K tile on 512-bit vpdpbusd ----
+//
+// Equal bit for bit to the AVX2 row dot (dot_q6_K_q8_K, which this set's quant_dot returns):
+// that dot leaves in int32 lane l (of 8) every product q_e a_e with (e mod 32) / 4 == l times
+// its sub-block's scale, less 32 (sc[2l] bsum[2l] + sc[2l+1] bsum[2l+1]); each block's 8 lanes
+// are converted and FMAd by d = d_w * d_a into 8 float lanes, summed at the end. Here the same
+// integers come from fewer instructions per token and block: codes u_i for elements 64i ..
+// 64i+63 (natural order) meet 64 activations in one vpdpbusd, lane p holding elements 64i + 4p
+// .. +3 (|sum| <= 4 * 63 * 128, an int16); one vpdpwssd multiplies it by its sub-block's scale
+// (4i + p/4) as the low word of the lane against the scale word, 0 against the high word (the
+// sign extension); lanes p and p + 8 are then added (the elements of AVX2 lane p) and the bsum
+// term is added in the same pairs. Per token and block 4 vpdpbusd + 5 vpdpwssd against 8
+// vpmaddubsw + 8 vpdpwssd + the bsum multiply on 256 bits (the shared K-quant tiles' way):
+// 100 -> 147 GMAC/s on one Zen 5 core for 8 tokens (bench_quant_dot tile_qdot_q6_K/8tok).
+//
+// Decode: ql[64h .. 64h+63] holds the low nibbles of elements 128h .. +63 and the high nibbles
+// of 128h + 64 .. +127, both in order; the high bit pairs of element 128h + 32k + l are bits
+// 2k, 2k+1 of qh[32h + l]. So with qh's 32 bytes in both 256-bit halves, shifting the 16-bit
+// words by 4 | 2 (left) gives u_{2h}'s pairs at bits 4-5, by 0 | 2 (right) u_{2h+1}'s.
+template <int N>
+void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+  const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  // Word 2p of scale vector i: sub-block 4i + p / 4 of the 16 int16 scales; odd words zeroed.
+  __m512i scale_index[4];
+  for (int i = 0; i < 4; ++i) {
+    alignas(64) int16_t idx[32] = {};
+    for (int p = 0; p < 16; ++p) idx[2 * p] = static_cast<int16_t>(4 * i + p / 4);
+    scale_index[i] = _mm512_load_si512(idx);
+  }
+  __m256 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 210;
+    prefetch_q6_K_ahead(blk);  // a batched decode step streams the head from memory
+    __m512i u[4];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(load256(blk + 128 + 32 * h));
+      u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), bits45));
+      u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                     _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), bits45));
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(load128(blk + 192));
+    __m512i scale[4];
+    for (int i = 0; i < 4; ++i) scale[i] = _mm512_maskz_permutexvar_epi16(0x55555555, scale_index[i], _mm512_zextsi256_si512(sc16));
+    const __m256i neg32_sc = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
+    const float wd = fp16(blk + 208);
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) {
+      const uint8_t* act = a + j * as + b * 292;
+      const float d = wd * load_f32(act);  // as ggml: fp16 d times the Q8_K d
+      __m512i isum = _mm512_setzero_si512();
+      for (int i = 0; i < 4; ++i) {
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[i], _mm512_loadu_si512(act + 4 + 64 * i));
+        isum = _mm512_dpwssd_epi32(isum, dot, scale[i]);
+      }
+      __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+      isum8 = _mm256_dpwssd_epi32(isum8, load256(act + 260), neg32_sc);
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum8), acc[j]);
+    }
+  }
+  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
+}
+
+template <int N>
+struct Q6_KTile {
+  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q6_K<N>(n, w, a, as, out); }
+};
 
 }  // namespace
 

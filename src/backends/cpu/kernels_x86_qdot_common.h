@@ -184,54 +184,11 @@ constexpr int64_t kRowPrefetchBytes = 4096;
 // The codes 0..63 of Q6_K elements 128h + 32k + l (l < 32) of a block: a nibble of ql (the
 // block's bytes 64h + 32(k % 2) ..., low nibbles for k < 2) below bits 2k, 2k+1 of qh (bytes
 // 128 + 32h ...), moved to bits 4, 5 (shifts within 16-bit lanes keep them in their byte).
-// Shared by the row dot and both sets' tiles, so that they decode the same codes.
+// Shared by the AVX2 row dot and tile.
 [[gnu::always_inline]] inline __m256i q6_K_codes(__m256i ql, __m256i qh, int k) {
   const __m256i nibble = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0f));
   const __m256i hshift = k < 2 ? _mm256_slli_epi16(qh, 4 - 2 * k) : _mm256_srli_epi16(qh, 2 * k - 4);
   return _mm256_or_si256(nibble, _mm256_and_si256(hshift, _mm256_set1_epi8(0x30)));
-}
-
-// One Q6_K row (quant/q6_k.h: ql[128] low nibbles, qh[64] high bit pairs, int8 scales[16], fp16
-// d) against Q8_K, in integers as ggml_vec_dot_q6_K_q8_K: per 32 elements the codes q in
-// [0, 63] meet the int8 activations in vpmaddubsw, vpmaddwd applies the sub-block scales, and
-// the "- 32" of every code is taken once per block from the activations' 16-element sums. The
-// scales are widened once per block with the even sub-blocks in the low 128-bit lane and the
-// odd ones in the high lane, so one in-lane vpshufb gives the pair (2p, 2p+1) that 32 elements
-// span.
-template <int N>
-void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
-  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  __m256 acc[N];
-  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* blk = w + b * 210;
-    prefetch_q6_K_ahead(blk);  // a batched decode step streams the head from memory
-    const __m128i sc8 = load128(blk + 192);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, even_odd));
-    __m256i u[8], scale[8];
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m256i ql[2] = {load256(blk + 64 * h), load256(blk + 64 * h + 32)};
-      const __m256i qh = load256(blk + 128 + 32 * h);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        u[4 * h + k] = q6_K_codes(ql[k % 2], qh, k);
-        scale[4 * h + k] = _mm256_shuffle_epi8(scales, broadcast16_mask(4 * h + k));
-      }
-    }
-    const float wd = fp16(blk + 208);
-#pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) {
-      const uint8_t* act = a + j * as + b * 292;
-      const float d = wd * load_f32(act);  // as ggml: fp16 d times the Q8_K d
-      // 32 * sum_j scale_j * bsum_j, subtracted.
-      const __m256i isum0 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(load256(act + 260), sc16), 5));
-      const __m256i isum = k_block_isum(u, scale, act + 4, isum0);
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc[j]);
-    }
-  }
-  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
 }
 
 // One Q2_K row (scales[16]: low nibble scale, high nibble min of 16-element sub-block s;
@@ -428,10 +385,6 @@ struct Q3_KTile {
 template <int N>
 struct IQ4_XSTile {
   static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_iq4_xs<N>(n, w, a, as, out); }
-};
-template <int N>
-struct Q6_KTile {
-  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q6_K<N>(n, w, a, as, out); }
 };
 
 }  // namespace
