@@ -180,12 +180,22 @@ void register_set(const KernelSet* set) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:128/threads:2", name, s.n_rows, s.n_cols).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, s, int64_t{128}, 2, 1)->UseRealTime();
   }
-  // A decode step of 8 sequences: the same tile on weights in cache, then streamed from memory.
-  benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/6912x2560/tokens:8", name).c_str(), bench_ternary, set,
-                               GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, 1, 1)->UseRealTime();
+  // A decode step of 8 sequences: the same tile on weights in L1 and L2 (32 and 256 rows), in
+  // L3, then streamed from memory.
+  for (Shape s : {Shape{32, 2560}, Shape{256, 2560}, Shape{6912, 2560}}) {
+    benchmark::RegisterBenchmark(fmt::format("gemm_w2a8/{}/{}x{}/tokens:8", name, s.n_rows, s.n_cols).c_str(), bench_ternary,
+                                 set, GgmlType::kI2_S, s, int64_t{8}, 1, 1)->UseRealTime();
+  }
   for (int threads : {1, 2}) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, threads, 16)->UseRealTime();
+  }
+  // The 2B-4T step's other shapes (Q/K/V and gate/up each one weight, the down projection),
+  // streamed: at least 80 MB of copies, past the 32 MB L3 of the machines seen.
+  for (Shape s : {Shape{3840, 2560}, Shape{2560, 2560}, Shape{13824, 2560}, Shape{2560, 6912}}) {
+    const int copies = static_cast<int>(1 + (int64_t{80} << 20) / (s.n_rows * s.n_cols / 5));
+    benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/{}x{}/tokens:8/threads:2", name, s.n_rows, s.n_cols).c_str(),
+                                 bench_ternary, set, GgmlType::kI2_S, s, int64_t{8}, 2, copies)->UseRealTime();
   }
   // TQ2_0: a scale per 256 columns, so a float update (and, in a GEMM, a reduction of the
   // tile's accumulators) per 2 groups instead of per row.

@@ -17,6 +17,7 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
+#include <cstring>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
@@ -654,6 +655,13 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
       const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, sum16));
       alignas(64) float out[16];
       _mm512_store_ps(out, _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_div_ps(d, s16), sc)));
+      // All R rows in range (every pass but at the ends of a thread's rows): one fixed-size copy
+      // per token. GCC turns the general loop below into memcpy calls of run-time size, which
+      // took a fifth of the tile's time for 8 tokens (in cache: 334 -> 406 GMAC/s per Zen 5 core).
+      if (row0 >= ra && row0 + R <= rb) {
+        for (int j = 0; j < T; ++j) std::memcpy(y + (t0 + j) * w.n_rows + row0, out + R * j, R * sizeof(float));
+        continue;
+      }
       for (int64_t r = max64(ra, row0); r < min64(rb, row0 + R); ++r) {
         for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[R * j + (r - row0)];
       }
