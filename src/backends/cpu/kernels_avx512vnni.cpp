@@ -572,98 +572,106 @@ void t5_to_2bit_t5order(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch
 
 // ---- T5 prefill with one scale per row: codes decoded in registers ----
 //
-// A position's 64 codes of R rows are decoded once (t5_codes) and meet the same position of
-// 16 / R tokens' activations: 16 accumulators (token j, row r at Rj + r), one vpdpbusd per
-// token and row, as the 2-bit tiles. No block is rewritten, which pays for small token counts
-// (batched decode steps of a server). The int32 dot of a whole row is exact in any order, so the one float
-// update per row and token gives the scalar twin's bits.
+// A position's 64 codes of a row are decoded once (t5_codes64) and meet the same position of up
+// to 8 tokens' activations: one accumulator and one vpdpbusd per token. No block is rewritten,
+// which pays for small token counts (batched decode steps of a server). The int32 dot of a
+// whole row is exact in any order, so the one float update per row and token gives the scalar
+// twin's bits.
+//
+// One row per pass, not two: with 8 tokens, 2 rows (16 accumulators, activations loaded once
+// for both) ran 406 GMAC/s per Zen 5 core in cache but about 210 on weights streamed from
+// memory, 1 row 345 in cache and 280 streamed (bench_cpu_kernels gemm_w2a8[_streamed]
+// 6912x2560 tokens:8); a decode step's weights always come from memory. 4 rows x 4 tokens ran
+// about 100 on Zen 4 against 2 x 8's 107-116 (the decode's compares and adds per row outweigh
+// the saved loads).
 
-// One position: the codes of R rows' states m[0..R-1] against tokens 0 .. T-1 (token j's 64
-// activations at a + j * stride) into acc[R * j + r]; then the states step to the next position.
-template <int R, int T>
-[[gnu::always_inline]] inline void t5_tile_position(__m512i m[R], const int8_t* a, int64_t stride, __m512i acc[16]) {
-  __m512i c[R];
-  for (int r = 0; r < R; ++r) c[r] = t5_codes64(m[r]);
-  for (int j = 0; j < T; ++j) {
-    const __m512i x = _mm512_loadu_si512(a + j * stride);
-    for (int r = 0; r < R; ++r) acc[R * j + r] = _mm512_dpbusd_epi32(acc[R * j + r], c[r], x);
-  }
-  for (int r = 0; r < R; ++r) m[r] = _mm512_add_epi8(m[r], _mm512_add_epi8(m[r], m[r]));
+// One position: the codes of state m against tokens 0 .. T-1 (token j's 64 activations at
+// a + j * stride) into acc[j]; then the state steps to the next position.
+template <int T>
+[[gnu::always_inline]] inline void t5_tile_position(__m512i& m, const int8_t* a, int64_t stride, __m512i acc[8]) {
+  const __m512i c = t5_codes64(m);
+  for (int j = 0; j < T; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], c, _mm512_loadu_si512(a + j * stride));
+  m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
 }
 
-// Rows h * R .. h * R + R-1 of row group rg against T tokens (act: their T5-ordered
-// activations, n_cols apart): lane R * j + r of the result is 64 x the exact dot of row h * R + r and
-// token j (0 for j >= T).
-// Rows per pass: 2 rows x 8 tokens ran 107-116 GMAC/s on one Zen 4 core, 4 rows x 4 tokens
-// about 100 (the decode's compares and adds per row then outweigh the saved loads).
-constexpr int kT5TileRows = 2;
-// Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary).
-constexpr int64_t kT5NativeMaxTokens = 32;
+// The 16 int32 lanes of each of v[0..7] summed: lane i of the result is v[i]'s sum.
+[[gnu::always_inline]] inline __m256i reduce8(const __m512i v[8]) {
+  __m512i a[4], b[2];
+  for (int i = 0; i < 4; ++i) {
+    a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  }
+  for (int i = 0; i < 2; ++i) {
+    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+  }
+  // 128-bit chunk q of b[i]: the chunk-q sums of v[4i .. 4i+3].
+  const __m512i c = _mm512_add_epi32(_mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i d = _mm512_shuffle_i32x4(c, c, _MM_SHUFFLE(3, 1, 2, 0));
+  return _mm256_add_epi32(_mm512_castsi512_si256(d), _mm512_extracti64x4_epi64(d, 1));
+}
 
-template <int R, int T>
-__m512i t5_tile_dots(const CpuWeight& w, int64_t rg, int h, const int8_t* act) {
-  static_assert(R * T <= 16);
+// Row r of row group rg against T tokens (act: their T5-ordered activations, n_cols apart):
+// lane j of the result is 64 x the exact dot of the row and token j (0 for j >= T).
+template <int T>
+__m256i t5_row_dots(const CpuWeight& w, int64_t rg, int r, const int8_t* act) {
   const int64_t n_cols = w.n_cols;
   const int64_t n_vec = t5_vectors(n_cols);
   const int64_t n_full = 4 * (n_cols / kT5ChunkCols);
-  const uint8_t* c = w.ternary.packed.data() + (rg * n_vec * kT5Rows + R * h) * kT5VectorBytes;
-  __m512i acc[16];
+  const uint8_t* c = w.ternary.packed.data() + (rg * n_vec * kT5Rows + r) * kT5VectorBytes;
+  __m512i acc[8];
   for (auto& v : acc) v = _mm512_setzero_si512();
   // Full vectors (5 positions, 320 consecutive activations), then the tail's vectors of 4 (or
   // 2) positions: two loops, so that GCC keeps the accumulators in registers through the first.
   int64_t u = 0;
   for (; u < n_full; ++u, c += kT5Rows * kT5VectorBytes) {
     // A batched decode step's few tokens pass over codes that come from memory, as decode's.
-    prefetch_t5_ahead<R>(c);
-    __m512i m[R];
-    for (int r = 0; r < R; ++r) m[r] = _mm512_load_si512(c + r * kT5VectorBytes);
-    for (int i = 0; i < 5; ++i) t5_tile_position<R, T>(m, act + 320 * u + 64 * i, n_cols, acc);
+    prefetch_t5_ahead<1>(c);
+    __m512i m = _mm512_load_si512(c);
+    for (int i = 0; i < 5; ++i) t5_tile_position<T>(m, act + 320 * u + 64 * i, n_cols, acc);
   }
   for (; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
-    __m512i m[R];
-    for (int r = 0; r < R; ++r) m[r] = _mm512_load_si512(c + r * kT5VectorBytes);
+    __m512i m = _mm512_load_si512(c);
     const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
-    for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) t5_tile_position<R, T>(m, act + col0 + 64 * i, n_cols, acc);
+    for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
   }
-  return reduce16(acc);
+  return reduce8(acc);
 }
 
+// Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary).
+constexpr int64_t kT5NativeMaxTokens = 32;
+
 // Tokens t0 .. t0+T-1 against rows [ra, rb) (whole row groups but at ra and rb), one scale per
-// row, R rows of a row group per pass: y = 0 + (dot - act_sum) / s * scale, the scalar twin's
-// float steps.
-template <int R, int T>
+// row: y = 0 + (dot - act_sum) / s * scale, the scalar twin's float steps. Two rows of a row
+// group share one float epilogue: lane 8p + j holds row 2q + p (pair q) and token j.
+template <int T>
 void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0, int64_t ra, int64_t rb, float* y) {
   alignas(64) int32_t sums[16];
   alignas(64) float s[16];
-  alignas(64) int32_t row_of_lane[16];
   for (int k = 0; k < 16; ++k) {
-    const int64_t t = t0 + min64(k / R, T - 1);
+    const int64_t t = t0 + min64(k % 8, T - 1);
     sums[k] = x.block_sum(t, 0, w.n_cols / kGroupCols);
     s[k] = x.scale[t];
-    row_of_lane[k] = k % R;
   }
   const __m512i sum16 = _mm512_load_si512(sums);
   const __m512 s16 = _mm512_load_ps(s);
-  const __m512i lane_row = _mm512_load_si512(row_of_lane);
+  const __m512i lane_row = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+  const int8_t* a = act + t0 * w.n_cols;
   for (int64_t rg = ra / kT5Rows; rg * kT5Rows < rb; ++rg) {
-    for (int h = 0; h < kT5Rows / R; ++h) {
-      const int64_t row0 = rg * kT5Rows + R * h;
-      if (row0 + R <= ra || row0 >= rb) continue;
-      const __m512i dot = _mm512_srai_epi32(t5_tile_dots<R, T>(w, rg, h, act + t0 * w.n_cols), 6);
-      const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(R * h)),
+    for (int q = 0; q < kT5Rows / 2; ++q) {
+      const int64_t row0 = rg * kT5Rows + 2 * q;
+      if (row0 + 2 <= ra || row0 >= rb) continue;
+      const __m512i dots = _mm512_inserti64x4(_mm512_castsi256_si512(t5_row_dots<T>(w, rg, 2 * q, a)),
+                                              t5_row_dots<T>(w, rg, 2 * q + 1, a), 1);
+      const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(2 * q)),
                                               _mm512_castps128_ps512(_mm_loadu_ps(w.ternary.scales.data() + rg * kT5Rows)));
-      const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot, sum16));
+      const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srai_epi32(dots, 6), sum16));
       alignas(64) float out[16];
       _mm512_store_ps(out, _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_div_ps(d, s16), sc)));
-      // All R rows in range (every pass but at the ends of a thread's rows): one fixed-size copy
-      // per token. GCC turns the general loop below into memcpy calls of run-time size, which
-      // took a fifth of the tile's time for 8 tokens (in cache: 334 -> 406 GMAC/s per Zen 5 core).
-      if (row0 >= ra && row0 + R <= rb) {
-        for (int j = 0; j < T; ++j) std::memcpy(y + (t0 + j) * w.n_rows + row0, out + R * j, R * sizeof(float));
-        continue;
-      }
-      for (int64_t r = max64(ra, row0); r < min64(rb, row0 + R); ++r) {
-        for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + r] = out[R * j + (r - row0)];
+      // Fixed-size stores: GCC turned the general loop into memcpy calls of run-time size when
+      // it copied lanes by a row range, a fifth of the tile's time for 8 tokens.
+      for (int p = 0; p < 2; ++p) {
+        if (row0 + p < ra || row0 + p >= rb) continue;
+        for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + row0 + p] = out[8 * p + j];
       }
     }
   }
@@ -672,11 +680,10 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
 // Rows [r0, r1) against all tokens, in cache blocks of row groups that every token tile passes
 // over while they are in L2, as ternary_gemm.
 void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  constexpr int R = kT5TileRows, TT = 16 / R;
+  constexpr int TT = 8;
   using Tile = void (*)(const CpuWeight&, const Q8Rows&, const int8_t*, int64_t, int64_t, int64_t, float*);
-  static_assert(TT == 8);
-  static constexpr Tile kTiles[] = {nullptr,       t5_tile<R, 1>, t5_tile<R, 2>, t5_tile<R, 3>, t5_tile<R, 4>,
-                                    t5_tile<R, 5>, t5_tile<R, 6>, t5_tile<R, 7>, t5_tile<R, 8>};
+  static constexpr Tile kTiles[] = {nullptr,    t5_tile<1>, t5_tile<2>, t5_tile<3>, t5_tile<4>,
+                                    t5_tile<5>, t5_tile<6>, t5_tile<7>, t5_tile<8>};
   const int8_t* act = t5_ordered(x, w.n_cols, x.n_tokens);
   const int64_t rg_bytes = t5_vectors(w.n_cols) * kT5Rows * kT5VectorBytes;
   const int64_t block_rows = kT5Rows * max64(1, W2A8::kBlockCodeBytes / rg_bytes);
