@@ -610,32 +610,45 @@ template <int T>
   return _mm256_add_epi32(_mm512_castsi512_si256(d), _mm512_extracti64x4_epi64(d, 1));
 }
 
+// A T5 weight's vector counts: all vectors of a row, and the full ones (5 positions) first.
+struct T5Vectors {
+  int64_t n_vec, n_full;
+  explicit T5Vectors(int64_t n_cols) : n_vec(t5_vectors(n_cols)), n_full(4 * (n_cols / kT5ChunkCols)) {}
+};
+
 // Row r of row group rg against T tokens (act: their T5-ordered activations, n_cols apart):
 // lane j of the result is 64 x the exact dot of the row and token j (0 for j >= T).
 template <int T>
-__m256i t5_row_dots(const CpuWeight& w, int64_t rg, int r, const int8_t* act) {
+__m256i t5_row_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, const int8_t* act) {
   const int64_t n_cols = w.n_cols;
-  const int64_t n_vec = t5_vectors(n_cols);
-  const int64_t n_full = 4 * (n_cols / kT5ChunkCols);
-  const uint8_t* c = w.ternary.packed.data() + (rg * n_vec * kT5Rows + r) * kT5VectorBytes;
+  const uint8_t* c = w.ternary.packed.data() + (rg * nv.n_vec * kT5Rows + r) * kT5VectorBytes;
   __m512i acc[8];
   for (auto& v : acc) v = _mm512_setzero_si512();
-  // Full vectors (5 positions, 320 consecutive activations), then the tail's vectors of 4 (or
-  // 2) positions: two loops, so that GCC keeps the accumulators in registers through the first.
+  // Full vectors (5 positions, 320 consecutive activations), then the tail's vectors of 4
+  // positions, the last of 2 if n_cols % 256 == 128. Position counts fixed at compile time: a
+  // run-time count kept the accumulators on the stack through the first loop too.
   int64_t u = 0;
-  for (; u < n_full; ++u, c += kT5Rows * kT5VectorBytes) {
+  for (; u < nv.n_full; ++u, c += kT5Rows * kT5VectorBytes) {
     // A batched decode step's few tokens pass over codes that come from memory, as decode's.
     prefetch_t5_ahead<1>(c);
     __m512i m = _mm512_load_si512(c);
     for (int i = 0; i < 5; ++i) t5_tile_position<T>(m, act + 320 * u + 64 * i, n_cols, acc);
   }
-  for (; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+  for (; u < nv.n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
     __m512i m = _mm512_load_si512(c);
-    const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
-    for (int64_t i = 0; i < min64(4, (n_cols - col0) / 64); ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
+    const int64_t col0 = kT5ChunkCols * (nv.n_full / 4) + 256 * (u - nv.n_full);
+    for (int i = 0; i < 2; ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
+    if (n_cols - col0 >= 256) {
+      for (int i = 2; i < 4; ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
+    }
   }
   return reduce8(acc);
 }
+
+// Token tiles of 8 while their activations fit in this much of L1 (48 KB on Zen 4 / 5, 32 KB
+// on Cascade Lake), else of 4: each row's pass sweeps all of them, so 8 x 6912 columns (the
+// down projection) missed L1 throughout.
+constexpr int64_t kT5TileActBytes = 32 << 10;
 
 // Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary).
 constexpr int64_t kT5NativeMaxTokens = 32;
@@ -656,12 +669,13 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
   const __m512 s16 = _mm512_load_ps(s);
   const __m512i lane_row = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
   const int8_t* a = act + t0 * w.n_cols;
+  const T5Vectors nv(w.n_cols);
   for (int64_t rg = ra / kT5Rows; rg * kT5Rows < rb; ++rg) {
     for (int q = 0; q < kT5Rows / 2; ++q) {
       const int64_t row0 = rg * kT5Rows + 2 * q;
       if (row0 + 2 <= ra || row0 >= rb) continue;
-      const __m512i dots = _mm512_inserti64x4(_mm512_castsi256_si512(t5_row_dots<T>(w, rg, 2 * q, a)),
-                                              t5_row_dots<T>(w, rg, 2 * q + 1, a), 1);
+      const __m512i dots = _mm512_inserti64x4(_mm512_castsi256_si512(t5_row_dots<T>(w, nv, rg, 2 * q, a)),
+                                              t5_row_dots<T>(w, nv, rg, 2 * q + 1, a), 1);
       const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(2 * q)),
                                               _mm512_castps128_ps512(_mm_loadu_ps(w.ternary.scales.data() + rg * kT5Rows)));
       const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srai_epi32(dots, 6), sum16));
@@ -680,7 +694,7 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
 // Rows [r0, r1) against all tokens, in cache blocks of row groups that every token tile passes
 // over while they are in L2, as ternary_gemm.
 void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  constexpr int TT = 8;
+  const int64_t TT = w.n_cols * 8 <= kT5TileActBytes ? 8 : 4;
   using Tile = void (*)(const CpuWeight&, const Q8Rows&, const int8_t*, int64_t, int64_t, int64_t, float*);
   static constexpr Tile kTiles[] = {nullptr,    t5_tile<1>, t5_tile<2>, t5_tile<3>, t5_tile<4>,
                                     t5_tile<5>, t5_tile<6>, t5_tile<7>, t5_tile<8>};
