@@ -10,6 +10,10 @@
 
 namespace bitnet::hal {
 
+namespace {
+constexpr int64_t kSkipBlock = 64;
+}  // namespace
+
 void select_top(std::span<const float> row, const TopRequest& req, std::vector<TokenLogit>& out) {
   const auto n = static_cast<int64_t>(row.size());
   const auto k = static_cast<size_t>(std::max<int64_t>(0, top_count(req, n)));
@@ -19,15 +23,33 @@ void select_top(std::span<const float> row, const TopRequest& req, std::vector<T
     // A bounded heap of the best k so far, its worst entry at the front: one pass over the
     // row, no copy of it (a 128K row, k = 40).
     const auto worse = [](const TokenLogit& a, const TokenLogit& b) { return ranks_before(a, b); };
-    for (int64_t i = 0; i < n; ++i) {
-      const TokenLogit c{static_cast<int32_t>(i), row[static_cast<size_t>(i)]};
-      if (out.size() < k) {
-        out.push_back(c);
-        std::push_heap(out.begin(), out.end(), worse);
-      } else if (ranks_before(c, out.front())) {
-        std::pop_heap(out.begin(), out.end(), worse);
-        out.back() = c;
-        std::push_heap(out.begin(), out.end(), worse);
+    const float* x = row.data();
+    for (int64_t i = 0; i < n;) {
+      // Once the heap is full, a block whose logits are all <= its worst entry's is skipped
+      // in one vectorised pass: a later id with an equal logit ranks after it, and a NaN
+      // ranks after everything (while the worst entry is a NaN, every block is looked at).
+      // Most of a 128K row is skipped so; the per-entry test below took ~1 ms of a decode
+      // step of 8 sequences.
+      const int64_t end = std::min(n, i + kSkipBlock);
+      if (out.size() == k && out.front().logit == out.front().logit && end - i == kSkipBlock) {
+        const float worst = out.front().logit;
+        bool any = false;
+        for (int64_t j = i; j < end; ++j) any |= x[j] > worst;
+        if (!any) {
+          i = end;
+          continue;
+        }
+      }
+      for (; i < end; ++i) {
+        const TokenLogit c{static_cast<int32_t>(i), x[i]};
+        if (out.size() < k) {
+          out.push_back(c);
+          std::push_heap(out.begin(), out.end(), worse);
+        } else if (ranks_before(c, out.front())) {
+          std::pop_heap(out.begin(), out.end(), worse);
+          out.back() = c;
+          std::push_heap(out.begin(), out.end(), worse);
+        }
       }
     }
     std::sort(out.begin(), out.end(), ranks_before);

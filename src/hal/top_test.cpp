@@ -47,6 +47,35 @@ TEST(SelectTop, TheKLargestWithTiesToTheLowerIdsThenTheNamedIds) {
   }
 }
 
+// Rows of thousands, where select_top skips whole blocks below its heap's worst entry: rising,
+// falling and random rows, ties, NaNs (also many: the worst entry itself a NaN), k from 1 up.
+TEST(SelectTop, LongRowsEqualTheSortedReference) {
+  uint32_t x = 7;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<float> row(static_cast<size_t>(1000 + trial * 211 % 4000));
+    for (size_t i = 0; i < row.size(); ++i) {
+      x = x * 1664525u + 1013904223u;
+      const float r = static_cast<float>(static_cast<int>(x >> 22) - 512);  // 1024 values: ties
+      switch (trial % 4) {
+        case 0: row[i] = r; break;
+        case 1: row[i] = static_cast<float>(i % 700);  // rising with restarts
+        break;
+        case 2: row[i] = -static_cast<float>(i) + (i % 97 == 0 ? 5000.0f : 0.0f);  // falling, rare spikes
+        break;
+        default: row[i] = (x >> 31) != 0 ? nan : r;  // half NaN
+      }
+    }
+    TopRequest req;
+    req.k = std::vector<int32_t>{1, 2, 40, 3000}[static_cast<size_t>(trial % 4 + trial / 4) % 4];
+    std::vector<TokenLogit> got;
+    select_top(row, req, got);
+    const std::vector<TokenLogit> want = sorted_prefix(row, req.k);
+    ASSERT_EQ(got.size(), want.size()) << trial;
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(same(got[i], want[i])) << trial << " " << i;
+  }
+}
+
 TEST(SelectTop, ANanRanksAfterEveryNumber) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(ranks_before({5, -1e30f}, {1, nan}));
