@@ -650,8 +650,10 @@ __m256i t5_row_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, 
 // down projection) missed L1 throughout.
 constexpr int64_t kT5TileActBytes = 32 << 10;
 
-// Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary).
-constexpr int64_t kT5NativeMaxTokens = 32;
+// Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary). 2B-4T
+// prompts on 2 Zen 5 threads with the one-row tile: pp10-16 the native tile 174-228 tok/s
+// against 144-205 rewritten, pp24-32 rewritten 233-270 against 230-241.
+constexpr int64_t kT5NativeMaxTokens = 16;
 
 // Tokens t0 .. t0+T-1 against rows [ra, rb) (whole row groups but at ra and rb), one scale per
 // row: y = 0 + (dot - act_sum) / s * scale, the scalar twin's float steps. Two rows of a row
