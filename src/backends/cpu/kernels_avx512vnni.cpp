@@ -580,7 +580,7 @@ void t5_to_2bit_t5order(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch
 //
 // One row per pass, not two: with 8 tokens, 2 rows (16 accumulators, activations loaded once
 // for both) ran 406 GMAC/s per Zen 5 core in cache but about 210 on weights streamed from
-// memory, 1 row 345 in cache and 280 streamed (bench_cpu_kernels gemm_w2a8[_streamed]
+// memory, 1 row 315-323 in cache and 287 streamed (bench_cpu_kernels gemm_w2a8[_streamed]
 // 6912x2560 tokens:8); a decode step's weights always come from memory. 4 rows x 4 tokens ran
 // about 100 on Zen 4 against 2 x 8's 107-116 (the decode's compares and adds per row outweigh
 // the saved loads).
@@ -625,8 +625,8 @@ __m256i t5_row_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, 
   __m512i acc[8];
   for (auto& v : acc) v = _mm512_setzero_si512();
   // Full vectors (5 positions, 320 consecutive activations), then the tail's vectors of 4
-  // positions, the last of 2 if n_cols % 256 == 128. Position counts fixed at compile time: a
-  // run-time count kept the accumulators on the stack through the first loop too.
+  // positions, the last of 2 if n_cols % 256 == 128: position counts fixed at compile time
+  // (with the vector counts taken once per tile, T5Vectors: 302 -> 323 GMAC/s in cache).
   int64_t u = 0;
   for (; u < nv.n_full; ++u, c += kT5Rows * kT5VectorBytes) {
     // A batched decode step's few tokens pass over codes that come from memory, as decode's.
