@@ -17,7 +17,6 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
-#include <cstring>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
