@@ -20,6 +20,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
+#include "backends/cpu/kernels_avx512_reduce.h"
 #include "backends/cpu/kernels_ternary_driver.h"
 
 namespace bitnet::cpu::avx512vnni {
@@ -593,22 +594,6 @@ template <int T>
   m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
 }
 
-// The 16 int32 lanes of each of v[0..7] summed: lane i of the result is v[i]'s sum.
-[[gnu::always_inline]] inline __m256i reduce8(const __m512i v[8]) {
-  __m512i a[4], b[2];
-  for (int i = 0; i < 4; ++i) {
-    a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-  }
-  for (int i = 0; i < 2; ++i) {
-    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
-  }
-  // 128-bit chunk q of b[i]: the chunk-q sums of v[4i .. 4i+3].
-  const __m512i c = _mm512_add_epi32(_mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                     _mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512i d = _mm512_shuffle_i32x4(c, c, _MM_SHUFFLE(3, 1, 2, 0));
-  return _mm256_add_epi32(_mm512_castsi512_si256(d), _mm512_extracti64x4_epi64(d, 1));
-}
-
 // A T5 weight's vector counts: all vectors of a row, and the full ones (5 positions) first.
 struct T5Vectors {
   int64_t n_vec, n_full;
@@ -641,7 +626,7 @@ __m256i t5_row_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, 
       for (int i = 2; i < 4; ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
     }
   }
-  return reduce8(acc);
+  return lane_sums8(acc);
 }
 
 // Token tiles of 8 while their activations fit in this much of L1 (48 KB on Zen 4 / 5, 32 KB

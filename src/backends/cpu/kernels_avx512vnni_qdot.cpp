@@ -21,6 +21,7 @@
 #include "backends/cpu/kernels_avx2.h"
 #define BITNET_X86_QDOT_VPDPWSSD 1  // the shared K-quant tiles on vpdpwssd
 #include "backends/cpu/kernels_x86_qdot_common.h"
+#include "backends/cpu/kernels_avx512_reduce.h"
 
 namespace bitnet::cpu::avx512vnni {
 
@@ -373,77 +374,139 @@ void tile_of(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, c
   }
 }
 
-// ---- Q6_K tile on 512-bit vpdpbusd ----
+// ---- Q6_K on 512-bit vpdpbusd: row dot and tile ----
 //
-// Equal bit for bit to the AVX2 row dot (dot_q6_K_q8_K, which this set's quant_dot returns):
-// that dot leaves in int32 lane l (of 8) every product q_e a_e with (e mod 32) / 4 == l times
-// its sub-block's scale, less 32 (sc[2l] bsum[2l] + sc[2l+1] bsum[2l+1]); each block's 8 lanes
-// are converted and FMAd by d = d_w * d_a into 8 float lanes, summed at the end. Here the same
-// integers come from fewer instructions per token and block: codes u_i for elements 64i ..
+// Both take each block's sum exactly in int32 and make one float step per block and token,
+// acc += float(isum) * (d_w * d_a), in block order: the tile keeps 8 tokens' accumulators in the
+// lanes of one vector, the row dot one in a scalar, so they agree bit for bit (the 8-client =
+// 1-client serve test rests on that). Per block and token: the codes u_i of elements 64i ..
 // 64i+63 (natural order) meet 64 activations in one vpdpbusd, lane p holding elements 64i + 4p
 // .. +3 (|sum| <= 4 * 63 * 128, an int16); one vpdpwssd multiplies it by its sub-block's scale
 // (4i + p/4) as the low word of the lane against the scale word, 0 against the high word (the
-// sign extension); lanes p and p + 8 are then added (the elements of AVX2 lane p) and the bsum
-// term is added in the same pairs. Per token and block 4 vpdpbusd + 5 vpdpwssd against 8
-// vpmaddubsw + 8 vpdpwssd + the bsum multiply on 256 bits (the shared K-quant tiles' way):
-// 100 -> 147 GMAC/s on one Zen 5 core for 8 tokens (bench_quant_dot tile_qdot_q6_K/8tok).
+// sign extension); one more adds -32 sc_g bsum_g for the 16 sub-blocks (codes are q + 32). The
+// tile then sums the 8 tokens' vectors in one transpose-and-add (lane_sums8) and converts,
+// multiplies and adds them in one instruction each, where folding and converting each token's
+// vector by itself cost 6 instructions per token and block.
 //
 // Decode: ql[64h .. 64h+63] holds the low nibbles of elements 128h .. +63 and the high nibbles
 // of 128h + 64 .. +127, both in order; the high bit pairs of element 128h + 32k + l are bits
 // 2k, 2k+1 of qh[32h + l]. So with qh's 32 bytes in both 256-bit halves, shifting the 16-bit
 // words by 4 | 2 (left) gives u_{2h}'s pairs at bits 4-5, by 0 | 2 (right) u_{2h+1}'s.
-template <int N>
-void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  const __m512i bits45 = _mm512_set1_epi8(0x30);
-  const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-  const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  // Word 2p of scale vector i: sub-block 4i + p / 4 of the 16 int16 scales; odd words zeroed.
-  __m512i scale_index[4];
-  for (int i = 0; i < 4; ++i) {
-    alignas(64) int16_t idx[32] = {};
-    for (int p = 0; p < 16; ++p) idx[2 * p] = static_cast<int16_t>(4 * i + p / 4);
-    scale_index[i] = _mm512_load_si512(idx);
+
+// One weight block ready for vpdpbusd.
+struct Q6_KBlock {
+  __m512i u[4];      // codes 0..63 of elements 64i .. 64i+63
+  __m512i scale[4];  // word 2p: the scale of sub-block 4i + p/4; odd words 0
+  __m512i neg32_sc;  // words 0..15: -32 times the 16 scales; words 16..31: 0
+  float d;
+};
+
+class Q6_KUnpacker {
+ public:
+  Q6_KUnpacker() {
+    for (int i = 0; i < 4; ++i) {
+      alignas(64) int16_t idx[32] = {};
+      for (int p = 0; p < 16; ++p) idx[2 * p] = static_cast<int16_t>(4 * i + p / 4);
+      scale_index_[i] = _mm512_load_si512(idx);
+    }
   }
-  __m256 acc[N];
-  for (int j = 0; j < N; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* blk = w + b * 210;
-    prefetch_q6_K_ahead(blk);  // a batched decode step streams the head from memory
-    __m512i u[4];
+  [[gnu::always_inline]] Q6_KBlock operator()(const uint8_t* blk) const {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    Q6_KBlock b;
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
       const __m512i qh = _mm512_broadcast_i64x4(load256(blk + 128 + 32 * h));
-      u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), bits45));
-      u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                     _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), bits45));
+      b.u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, shift_lo), bits45));
+      b.u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                       _mm512_and_si512(_mm512_srlv_epi16(qh, shift_hi), bits45));
     }
     const __m256i sc16 = _mm256_cvtepi8_epi16(load128(blk + 192));
-    __m512i scale[4];
-    for (int i = 0; i < 4; ++i) scale[i] = _mm512_maskz_permutexvar_epi16(0x55555555, scale_index[i], _mm512_zextsi256_si512(sc16));
-    const __m256i neg32_sc = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
-    const float wd = fp16(blk + 208);
-#pragma GCC unroll 8
-    for (int j = 0; j < N; ++j) {
-      const uint8_t* act = a + j * as + b * 292;
-      const float d = wd * load_f32(act);  // as ggml: fp16 d times the Q8_K d
-      __m512i isum = _mm512_setzero_si512();
-      for (int i = 0; i < 4; ++i) {
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[i], _mm512_loadu_si512(act + 4 + 64 * i));
-        isum = _mm512_dpwssd_epi32(isum, dot, scale[i]);
-      }
-      __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-      isum8 = _mm256_dpwssd_epi32(isum8, load256(act + 260), neg32_sc);
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum8), acc[j]);
-    }
+    for (int i = 0; i < 4; ++i) b.scale[i] = _mm512_maskz_permutexvar_epi16(0x55555555, scale_index_[i], _mm512_zextsi256_si512(sc16));
+    b.neg32_sc = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32)));
+    b.d = fp16(blk + 208);
+    return b;
   }
-  for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]);
+
+ private:
+  __m512i scale_index_[4];
+};
+
+// The exact int32 sum of block w against one token's Q8_K block act, spread over 16 lanes.
+[[gnu::always_inline]] inline __m512i q6_K_isum(const Q6_KBlock& w, const uint8_t* act) {
+  __m512i isum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(load256(act + 260)), w.neg32_sc);
+  for (int i = 0; i < 4; ++i) {
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u[i], _mm512_loadu_si512(act + 4 + 64 * i));
+    isum = _mm512_dpwssd_epi32(isum, dot, w.scale[i]);
+  }
+  return isum;
 }
 
+float dot_q6_K(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const Q6_KUnpacker unpack;
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 210;
+    prefetch_q6_K_ahead(blk);  // decode streams the head from memory
+    const Q6_KBlock wb = unpack(blk);
+    const uint8_t* act = a + b * 292;
+    const int32_t isum = _mm512_reduce_add_epi32(q6_K_isum(wb, act));
+    acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(wb.d * load_f32(act)), acc);
+  }
+  return _mm_cvtss_f32(acc);
+}
+
+// N (1 .. 8) tokens, activations as apart, against one weight row; act_d[8b + j]: token j's
+// Q8_K d of block b (0 past N).
 template <int N>
-struct Q6_KTile {
-  static void run(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float* out) { tile_q6_K<N>(n, w, a, as, out); }
-};
+void tile_q6_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, const float* act_d, float* out) {
+  const Q6_KUnpacker unpack;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 210;
+    prefetch_q6_K_ahead(blk);  // a batched decode step streams the head from memory
+    const Q6_KBlock wb = unpack(blk);
+    __m512i isum[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) isum[j] = j < N ? q6_K_isum(wb, a + j * as + b * 292) : _mm512_setzero_si512();
+    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(wb.d), _mm256_loadu_ps(act_d + 8 * b));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(isum)), d, acc);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  for (int j = 0; j < N; ++j) out[j] = lanes[j];
+}
+
+// The QuantTileFn: row after row, the tokens in runs of 8, their Q8_K d gathered once per call.
+void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
+                    int64_t act_row_bytes, int n_act, float* y, int64_t y_stride) {
+  using Tile = void (*)(int64_t, const uint8_t*, const uint8_t*, int64_t, const float*, float*);
+  static constexpr Tile kTiles[9] = {nullptr,      tile_q6_K<1>, tile_q6_K<2>, tile_q6_K<3>, tile_q6_K<4>,
+                                     tile_q6_K<5>, tile_q6_K<6>, tile_q6_K<7>, tile_q6_K<8>};
+  const int64_t n_blocks = n / 256;
+  const int n_runs = (n_act + 7) / 8;
+  thread_local std::vector<float> act_d;  // grows to the largest call, then stays: no allocation per call
+  act_d.resize(std::max(act_d.size(), static_cast<size_t>(n_runs * n_blocks * 8)));
+  for (int c = 0; c < n_runs; ++c) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      for (int j = 0; j < 8; ++j) {
+        const int t = 8 * c + j;
+        act_d[static_cast<size_t>((c * n_blocks + b) * 8 + j)] = t < n_act ? load_f32(act + t * act_row_bytes + b * 292) : 0.0f;
+      }
+    }
+  }
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w + r * w_row_bytes;
+    for (int c = 0; c < n_runs; ++c) {
+      const int m = std::min(8, n_act - 8 * c);
+      float out[8];
+      kTiles[m](n, row, act + 8 * c * act_row_bytes, act_row_bytes, act_d.data() + c * n_blocks * 8, out);
+      for (int j = 0; j < m; ++j) y[(8 * c + j) * y_stride + r] = out[j];
+    }
+  }
+}
 
 }  // namespace
 
@@ -455,6 +518,7 @@ QuantDotFn quant_dot(GgmlType type) {
     case GgmlType::kQ5_1: return dot_blocks32<Q5_1>;
     case GgmlType::kQ8_0: return dot_blocks32<Q8_0>;
     case GgmlType::kIQ4_NL: return dot_blocks32<IQ4_NL>;
+    case GgmlType::kQ6_K: return dot_q6_K;
     default: return avx2::quant_dot(type);
   }
 }
@@ -472,7 +536,7 @@ QuantTileFn quant_tile(GgmlType type) {
     case GgmlType::kQ4_K: return tile_k<Q4_KTile, 8>;
     case GgmlType::kQ5_K: return tile_k<Q5_KTile, 8>;
     case GgmlType::kIQ4_XS: return tile_k<IQ4_XSTile, 8>;
-    case GgmlType::kQ6_K: return tile_k<Q6_KTile, 8>;
+    case GgmlType::kQ6_K: return tile_rows_q6_K;
     default: return avx2::quant_tile(type);
   }
 }
