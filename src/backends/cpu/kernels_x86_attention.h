@@ -1,0 +1,135 @@
+// The x86 attention that the AVX2 and AVX-512 VNNI sets share (kernels_avx2_ops.cpp,
+// kernels_avx512vnni_ops.cpp): exp_ps, the cache element loaders, the softmax and the driver
+// over one kv head's query heads (attention_heads_as_f32). Each set brings its own two row
+// kernels (Rows::dot8, q . k for 8 cache rows; Rows::add_weighted, o += p * v in position
+// order), 8 lanes wide in the AVX2 set, 16 in the AVX-512 one.
+//
+// Internal linkage (anonymous namespace), as kernels_x86_qdot_common.h: each including file
+// compiles its own copy with its own flags (CMakeLists.txt). Include it after <immintrin.h>.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cpu/kernel_set.h"
+
+namespace bitnet::cpu {
+
+namespace {
+
+// exp(x) for x in [-87.3, 88], within 2 ulp (Cephes' expf: x = n ln2 + r, |r| <= ln2/2, a
+// degree-5 polynomial for exp(r), then 2^n through the exponent bits, n in [-126, 127]).
+// Inputs are clamped to that range: exp of a large argument stays finite (about 1.7e38) and
+// of a very negative one a tiny normal number, where std::exp gives inf or 0.
+__m256 exp_ps(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 in two parts
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
+}
+
+// A cache element type read as floats, 8 or 16 at a time or one: F32 as stored, F16 through
+// F16C (exact). load16_masked reads only the lanes in m (0 elsewhere): a row's last elements
+// without reading past them.
+struct F32Cache {
+  using T = float;
+  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float load1(const float* p) { return *p; }
+#ifdef __AVX512F__
+  static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 load16_masked(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+#endif
+};
+struct F16Cache {
+  using T = uint16_t;
+  static __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
+#ifdef __AVX512F__
+  static __m512 load16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load16_masked(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+#endif
+};
+
+// One head's scores [n_pos] into probabilities in place: exp(s - max) 8 at a time (exp_ps,
+// within 2 ulp of std::exp, as llama.cpp's vector softmax), summed in double, times 1 / sum.
+void softmax_scores(float* scores, int64_t n_pos, float max_score) {
+  const __m256 max_v = _mm256_set1_ps(max_score);
+  __m256d sum_v[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+  int64_t j0 = 0;
+  for (; j0 + 8 <= n_pos; j0 += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + j0), max_v));
+    _mm256_storeu_ps(scores + j0, e);
+    sum_v[0] = _mm256_add_pd(sum_v[0], _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    sum_v[1] = _mm256_add_pd(sum_v[1], _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(sum_v[0], sum_v[1]));
+  double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (int64_t j = j0; j < n_pos; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv_sum;
+}
+
+// Positions per block of the weighted sum of V: their rows of the kv head (16 KB of F16 at
+// head_dim 128) stay in L1 while every query head of the group adds them in.
+constexpr int64_t kPosBlock = 64;
+
+// Attention of n_q query heads (q: n_q rows of head_dim) that share one kv head: the scores 8
+// positions at a time (Rows::dot8), the softmax above, the weighted sum of V adding p * v per
+// element in position order (Rows::add_weighted) per block of kPosBlock positions, each head's
+// partial sums stored and reloaded between blocks (which leaves every value as it was). Each K
+// and V row is read from memory once for the group instead of once per head (the other heads
+// find it in L1), and each head's output equals the group of one's, bit for bit. (Converting a
+// group's F16 rows to floats once for its heads measured slower than converting per head.)
+template <class Rows, class C>
+void attention_heads_as_f32(const float* q, int32_t n_q, const typename C::T* k_cache, const typename C::T* v_cache,
+                            int64_t n_pos, const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim,
+                            float kq_scale, float* scores, float* out) {
+  float max_score[kMaxGroupHeads];
+  for (int32_t h = 0; h < n_q; ++h) max_score[h] = -INFINITY;
+  for (int64_t j0 = 0; j0 < n_pos; j0 += 8) {
+    // 8 rows at a time; past the last position the last row again (its lanes are not kept), so
+    // every score takes the same steps whatever n_pos is.
+    const typename C::T* k[8];
+    for (int i = 0; i < 8; ++i) k[i] = k_cache + rows.row(j0 + i < n_pos ? j0 + i : n_pos - 1) * n_embd_kv + kv_off;
+    const int64_t nb = n_pos - j0 < 8 ? n_pos - j0 : 8;
+    for (int32_t h = 0; h < n_q; ++h) {
+      float dots[8];
+      Rows::template dot8<C>(q + int64_t{h} * head_dim, k, head_dim, dots);
+      for (int64_t i = 0; i < nb; ++i) {
+        const float s = dots[i] * kq_scale;
+        scores[h * n_pos + j0 + i] = s;
+        max_score[h] = s > max_score[h] ? s : max_score[h];  // as std::max (no std template in an ISA file)
+      }
+    }
+  }
+  for (int32_t h = 0; h < n_q; ++h) softmax_scores(scores + h * n_pos, n_pos, max_score[h]);
+  for (int64_t i = 0; i < int64_t{n_q} * head_dim; ++i) out[i] = 0.0f;
+  const typename C::T* v_rows[kPosBlock];
+  for (int64_t j0 = 0; j0 < n_pos; j0 += kPosBlock) {
+    const int64_t nb = n_pos - j0 < kPosBlock ? n_pos - j0 : kPosBlock;
+    for (int64_t i = 0; i < nb; ++i) v_rows[i] = v_cache + rows.row(j0 + i) * n_embd_kv + kv_off;
+    for (int32_t h = 0; h < n_q; ++h) {
+      Rows::template add_weighted<C>(v_rows, nb, scores + h * n_pos + j0, head_dim, out + int64_t{h} * head_dim);
+    }
+  }
+}
+
+}  // namespace
+
+}  // namespace bitnet::cpu
