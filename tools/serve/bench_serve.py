@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Load test for `bitnet serve` (or any OpenAI-compatible server): N concurrent clients each
 send completion requests for a fixed time or count; reports requests/s, generated tokens/s
-(aggregate) and latency percentiles (whole request and time to first token, from the SSE
-stream). Standard library only.
+(aggregate: all tokens over the wall time, prompts included), decode tokens/s (the sum of the
+concurrent streams' rates after their first token: clients x the mean over requests of
+(tokens - 1) / (latency - TTFT)) and latency percentiles (whole request and time to first
+token, from the SSE stream). Standard library only.
 
   tools/serve/bench_serve.py --url http://127.0.0.1:8080 --clients 1,4,8 --requests 16 --max-tokens 64
 """
@@ -63,12 +65,14 @@ def run(url, clients, requests, prompts, max_tokens, api_key):
     lat = sorted(r[0] for r in results)
     ttft = sorted(r[1] for r in results)
     tokens = sum(r[2] for r in results)
+    streams = [(r[2] - 1) / (r[0] - r[1]) for r in results if r[2] > 1 and r[0] > r[1]]
+    decode = clients * statistics.mean(streams) if streams else float("nan")
 
     def pct(v, p):
         return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
 
     return {"clients": clients, "requests": len(results), "seconds": wall, "requests_per_s": len(results) / wall,
-            "tokens_per_s": tokens / wall, "latency_p50_s": pct(lat, 50), "latency_p90_s": pct(lat, 90),
+            "tokens_per_s": tokens / wall, "decode_tokens_per_s": decode, "latency_p50_s": pct(lat, 50), "latency_p90_s": pct(lat, 90),
             "latency_p99_s": pct(lat, 99), "ttft_p50_s": pct(ttft, 50), "ttft_p90_s": pct(ttft, 90),
             "mean_tokens": statistics.mean(r[2] for r in results)}
 
@@ -85,14 +89,15 @@ def main():
     prompts = ["Once upon a time", "The little dog", "In a small town there lived", "One day, Lily went to",
                "The sun was shining and", "Tom had a big red ball.", "Mia and her mom", "It was a cold winter day."]
     if not args.json:
-        print("| clients | requests | req/s | gen tok/s | latency p50 / p90 / p99 s | TTFT p50 / p90 s |")
-        print("| ---: | ---: | ---: | ---: | --- | --- |")
+        print("| clients | requests | req/s | gen tok/s | decode tok/s | latency p50 / p90 / p99 s | TTFT p50 / p90 s |")
+        print("| ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for n in [int(c) for c in args.clients.split(",")]:
         r = run(args.url.rstrip("/"), n, args.requests, prompts, args.max_tokens, args.api_key)
         if args.json:
             print(json.dumps(r))
         else:
             print(f"| {n} | {r['requests']} | {r['requests_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
+                  f"{r['decode_tokens_per_s']:.1f} | "
                   f"{r['latency_p50_s']:.2f} / {r['latency_p90_s']:.2f} / {r['latency_p99_s']:.2f} | "
                   f"{r['ttft_p50_s']:.3f} / {r['ttft_p90_s']:.3f} |", flush=True)
 
