@@ -51,16 +51,11 @@ namespace bitnet::cpu::avx512vnni {
 QuantDotFn quant_dot(GgmlType type);
 // KernelSet::quant_tile of the AVX-512 VNNI set: the tiles of its quant_dot.
 QuantTileFn quant_tile(GgmlType type);
-// The AVX-512 VNNI set's attention (kernels_avx512vnni_ops.cpp), as the AVX2 set's above.
-void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores, float* out);
-void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos, const KvRowMap& rows,
-                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores, float* out);
-void attention_heads(const float* q, int32_t n_q, const float* k_cache, const float* v_cache, int64_t n_pos,
-                     const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
-                     float* scores, float* out);
-void attention_heads_f16(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
-                         const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
-                         float* scores, float* out);
+// The AVX-512 VNNI set's attention (kernels_avx512vnni_ops.cpp): the AVX2 set's functions'
+// types, 16 lanes wide.
+decltype(avx2::attention_head) attention_head;
+decltype(avx2::attention_head_f16) attention_head_f16;
+decltype(avx2::attention_heads) attention_heads;
+decltype(avx2::attention_heads_f16) attention_heads_f16;
 
 }  // namespace bitnet::cpu::avx512vnni
