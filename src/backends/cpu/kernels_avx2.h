@@ -47,7 +47,7 @@ void add(const float* a, const float* b, int64_t n, float* dst);
 namespace bitnet::cpu::avx512vnni {
 
 // KernelSet::quant_dot of the AVX-512 VNNI set (kernels_avx512vnni_qdot.cpp): its own dots for
-// the 32-element formats, the AVX2 set's otherwise.
+// the 32-element formats and Q6_K, the AVX2 set's otherwise.
 QuantDotFn quant_dot(GgmlType type);
 // KernelSet::quant_tile of the AVX-512 VNNI set: the tiles of its quant_dot.
 QuantTileFn quant_tile(GgmlType type);

@@ -59,10 +59,7 @@ struct Avx2Rows {
       const __m256 qv = _mm256_loadu_ps(q + d);
       for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, C::load8(k[i] + d), acc[i]);
     }
-    const __m256 s01 = _mm256_hadd_ps(acc[0], acc[1]), s23 = _mm256_hadd_ps(acc[2], acc[3]);
-    const __m256 s45 = _mm256_hadd_ps(acc[4], acc[5]), s67 = _mm256_hadd_ps(acc[6], acc[7]);
-    const __m256 lo = _mm256_hadd_ps(s01, s23), hi = _mm256_hadd_ps(s45, s67);
-    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31)));
+    store_lane_sums8(acc, out);
     for (int i = 0; i < 8; ++i) {
       for (int32_t t = d; t < head_dim; ++t) out[i] += q[t] * C::load1(k[i] + t);
     }

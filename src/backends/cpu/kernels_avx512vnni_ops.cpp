@@ -26,8 +26,9 @@ __mmask16 tail_mask(int32_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 struct Avx512Rows {
   // q . k for 8 cache rows k[0..7] at once: one 16-lane accumulator per row (each q vector
   // loaded once for the 8 rows), the last head_dim % 16 elements through masked loads, then
-  // each accumulator's halves added and the 8 rows reduced by an hadd tree. F32 and F16 caches
-  // take the same steps, so an F16 cache scores exactly as an F32 one holding the rounded values.
+  // each accumulator's halves added and the 8 rows reduced by store_lane_sums8. F32 and F16
+  // caches take the same steps, so an F16 cache scores exactly as an F32 one holding the
+  // rounded values.
   template <class C>
   static void dot8(const float* q, const typename C::T* const k[8], int32_t head_dim, float out[8]) {
     __m512 acc[8];
@@ -46,10 +47,7 @@ struct Avx512Rows {
     for (int i = 0; i < 8; ++i) {
       h[i] = _mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
     }
-    const __m256 s01 = _mm256_hadd_ps(h[0], h[1]), s23 = _mm256_hadd_ps(h[2], h[3]);
-    const __m256 s45 = _mm256_hadd_ps(h[4], h[5]), s67 = _mm256_hadd_ps(h[6], h[7]);
-    const __m256 lo = _mm256_hadd_ps(s01, s23), hi = _mm256_hadd_ps(s45, s67);
-    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31)));
+    store_lane_sums8(h, out);
   }
 
   // o[d] += p[i] * v_rows[i][d] for the nb rows in order, one FMA per element and row: 128

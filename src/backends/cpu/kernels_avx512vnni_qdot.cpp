@@ -2,12 +2,12 @@
 // (KernelSet::quant_tile): the 32-element formats on 256-bit vpdpbusd (below), the K-quants and
 // IQ4_XS with the tiles shared with the AVX2 set (kernels_x86_qdot_common.h) on vpdpwssd, 8
 // tokens per pass over a row's blocks where the AVX2 set takes 4 (32 registers hold the
-// unpacked block and 8 accumulators: Q3_K..Q6_K and IQ4_XS tiles 19-55% faster on Zen 4, Q6_K
-// 42 -> 65 GMAC/s per core); the row dots of the other types are the AVX2 set's
-// (kernels_avx2_qdot.cpp), which the tiles here equal bit for bit. The Q6_K tile is this set's
-// own, on 512-bit vpdpbusd (below). (A 512-bit vpdpbusd Q6_K row dot, with vpmulld by the
-// sub-block scales, ran 10% slower than the AVX2 one on Zen 4, whose 512-bit instructions are
-// two 256-bit halves, so the row dot stays the AVX2 set's.)
+// unpacked block and 8 accumulators: Q3_K..Q5_K and IQ4_XS tiles 19-55% faster on Zen 4); the
+// row dots of those types are the AVX2 set's (kernels_avx2_qdot.cpp), which the tiles here
+// equal bit for bit. Q6_K has a row dot and tile of this set's own, on 512-bit vpdpbusd with one
+// float step per block (below). (An earlier 512-bit Q6_K row dot, with vpmulld by the sub-block
+// scales and the AVX2 dot's 8 float lanes, ran 10% slower than the AVX2 one on Zen 4, whose
+// 512-bit instructions are two 256-bit halves.)
 //
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 headers (bug 105593)

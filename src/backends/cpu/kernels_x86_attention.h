@@ -1,8 +1,9 @@
 // The x86 attention that the AVX2 and AVX-512 VNNI sets share (kernels_avx2_ops.cpp,
-// kernels_avx512vnni_ops.cpp): exp_ps, the cache element loaders, the softmax and the driver
-// over one kv head's query heads (attention_heads_as_f32). Each set brings its own two row
-// kernels (Rows::dot8, q . k for 8 cache rows; Rows::add_weighted, o += p * v in position
-// order), 8 lanes wide in the AVX2 set, 16 in the AVX-512 one.
+// kernels_avx512vnni_ops.cpp): exp_ps, the cache element loaders, the softmax, the 8-row sum
+// (store_lane_sums8) and the driver over one kv head's query heads (attention_heads_as_f32).
+// Each set brings its own two row kernels (Rows::dot8, q . k for 8 cache rows;
+// Rows::add_weighted, o += p * v in position order), 8 lanes wide in the AVX2 set, 16 in the
+// AVX-512 one.
 //
 // Internal linkage (anonymous namespace), as kernels_x86_qdot_common.h: each including file
 // compiles its own copy with its own flags (CMakeLists.txt). Include it after <immintrin.h>.
@@ -83,6 +84,15 @@ void softmax_scores(float* scores, int64_t n_pos, float max_score) {
   }
   const float inv_sum = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv_sum;
+}
+
+// The 8 lanes of each of v[0..7] summed, by an hadd tree: out[i] = v[i]'s sum. The row
+// kernels' last step for 8 cache rows' dot products.
+inline void store_lane_sums8(const __m256 v[8], float out[8]) {
+  const __m256 s01 = _mm256_hadd_ps(v[0], v[1]), s23 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 s45 = _mm256_hadd_ps(v[4], v[5]), s67 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 lo = _mm256_hadd_ps(s01, s23), hi = _mm256_hadd_ps(s45, s67);
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31)));
 }
 
 // Positions per block of the weighted sum of V: their rows of the kv head (16 KB of F16 at
