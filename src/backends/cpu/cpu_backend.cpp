@@ -510,16 +510,17 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
 void CpuBackend::store_kv(const hal::Graph& graph, const hal::Op& op) {
   const hal::ActDesc& k = graph.acts[static_cast<size_t>(op.a)];
   const bool f16 = kv_.type == hal::KvType::kF16;
-  // Work per element: the F16 rounding is scalar, some 10 instructions (a decode step of 8
-  // sequences spent ~1.5% of its time here on one thread); a copy is 1.
+  // Work per element: the F16 rounding, some 10 instructions where it is scalar (a decode step of
+  // 8 sequences spent ~1.5% of its time here on one thread); a copy is 1.
+  const auto to_f16 = kernels_->fp32_to_fp16_row != nullptr ? kernels_->fp32_to_fp16_row : fp32_to_fp16_row;
   pool_.parallel_for(k.n_rows, min_chunk(k.n_cols * (f16 ? 16 : 1)), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i = kv_index(op.il, kv_rows_.row(t, kv_rows_.pos[static_cast<size_t>(t)]));
       const float* k_row = f32(op.a) + t * k.n_cols;
       const float* v_row = f32(op.b) + t * k.n_cols;
       if (f16) {
-        fp32_to_fp16_row(k_row, k.n_cols, k_cache_.as<uint16_t>() + i);
-        fp32_to_fp16_row(v_row, k.n_cols, v_cache_.as<uint16_t>() + i);
+        to_f16(k_row, k.n_cols, k_cache_.as<uint16_t>() + i);
+        to_f16(v_row, k.n_cols, v_cache_.as<uint16_t>() + i);
       } else {
         std::memcpy(k_cache_.as<float>() + i, k_row, static_cast<size_t>(k.n_cols) * sizeof(float));
         std::memcpy(v_cache_.as<float>() + i, v_row, static_cast<size_t>(k.n_cols) * sizeof(float));

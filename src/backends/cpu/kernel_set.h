@@ -159,6 +159,9 @@ struct KernelSet {
   void (*silu_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*relu2_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*add)(const float* a, const float* b, int64_t n, float* dst);
+  // fp32_to_fp16 of each of n floats (the F16 KV cache's rows), bit for bit. Null: the scalar
+  // fp32_to_fp16_row (kernels.h).
+  void (*fp32_to_fp16_row)(const float* x, int64_t n, uint16_t* dst) = nullptr;
 
   // Whether `f` has every feature in `needs`.
   bool supported(const CpuFeatures& f) const;

@@ -41,6 +41,7 @@ void attention_heads_f16(const float* q, int32_t n_q, const uint16_t* k_cache, c
 void silu_mul(const float* a, const float* b, int64_t n, float* dst);
 void relu2_mul(const float* a, const float* b, int64_t n, float* dst);
 void add(const float* a, const float* b, int64_t n, float* dst);
+void fp32_to_fp16_row(const float* x, int64_t n, uint16_t* dst);
 
 }  // namespace bitnet::cpu::avx2
 

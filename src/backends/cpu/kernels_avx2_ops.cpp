@@ -138,4 +138,30 @@ void add(const float* a, const float* b, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
 }
 
+namespace {
+// 8 floats to halves by F16C, rounded to nearest even as the scalar twin (fp32_to_fp16); a NaN
+// becomes the twin's quiet NaN, sign | 0x7e00, where F16C would keep its payload.
+__m128i to_fp16x8(__m256 v) {
+  const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
+  const __m128i quiet = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(static_cast<int16_t>(0x8000))), _mm_set1_epi16(0x7e00));
+  return _mm_blendv_epi8(h, quiet, nan16);
+}
+}  // namespace
+
+void fp32_to_fp16_row(const float* x, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), to_fp16x8(_mm256_loadu_ps(x + i)));
+  }
+  if (i < n) {  // the last n % 8 through a zero-padded vector
+    alignas(32) float in[8] = {};
+    alignas(16) uint16_t out[8];
+    for (int64_t j = 0; j < n - i; ++j) in[j] = x[i + j];
+    _mm_store_si128(reinterpret_cast<__m128i*>(out), to_fp16x8(_mm256_load_ps(in)));
+    for (int64_t j = 0; j < n - i; ++j) dst[i + j] = out[j];
+  }
+}
+
 }  // namespace bitnet::cpu::avx2

@@ -167,6 +167,7 @@ constinit const KernelSet kAvxVnniKernels = {
     .silu_mul = avx2::silu_mul,
     .relu2_mul = avx2::relu2_mul,
     .add = avx2::add,
+    .fp32_to_fp16_row = avx2::fp32_to_fp16_row,
 };
 
 }  // namespace bitnet::cpu

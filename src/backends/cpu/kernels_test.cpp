@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -295,6 +296,32 @@ TEST(Fp16Rows, RoundToNearestEvenAsTheScalarConversion) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], fp32_to_fp16(x[i])) << i << ": " << x[i];
   EXPECT_EQ(got[0], 0x3c00);
   EXPECT_EQ(got[1], 0x3c02);
+}
+
+// A set's own conversion equals the scalar one bit for bit: ties, subnormal halves, overflow to
+// inf, signed zeros, infinities, NaNs (a quiet NaN of the input's sign, payload dropped), and
+// every length's tail.
+TEST_P(FloatMatchesTwin, Fp16Rows) {
+  if (set().fp32_to_fp16_row == nullptr) GTEST_SKIP() << set().name << " uses the scalar conversion";
+  std::mt19937 rng(12);
+  auto x = random_floats(4096, rng, 70000.0f);
+  const float specials[] = {1.0f + std::ldexp(1.0f, -11), 1.0f + 3 * std::ldexp(1.0f, -11), 1e-7f, -1e-7f,
+                            std::ldexp(1.0f, -25), std::ldexp(1.5f, -25), 65504.0f, 65519.99f, 65520.0f,
+                            -65520.0f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-40f,
+                            std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xffc12345u)};
+  for (size_t i = 0; i < std::size(specials); ++i) x[i] = specials[i];
+  for (size_t i = 0; i < 512; ++i) x[1024 + i] = std::bit_cast<float>(static_cast<uint32_t>(rng()));  // any bits
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{9}, int64_t{640}, int64_t{4096}}) {
+    std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0xabcd), want(static_cast<size_t>(n));
+    set().fp32_to_fp16_row(x.data() + 4096 - n, n, got.data());
+    fp32_to_fp16_row(x.data() + 4096 - n, n, want.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << n << " " << i;
+    EXPECT_EQ(got[static_cast<size_t>(n)], 0xabcd) << "wrote past the row";
+  }
+  std::vector<uint16_t> got(std::size(specials)), want(std::size(specials));
+  set().fp32_to_fp16_row(x.data(), static_cast<int64_t>(got.size()), got.data());
+  fp32_to_fp16_row(x.data(), static_cast<int64_t>(want.size()), want.data());
+  EXPECT_EQ(got, want);
 }
 
 TEST_P(FloatMatchesTwin, GatedActivationsAndAdd) {
