@@ -1,6 +1,8 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <thread>
 
@@ -27,17 +29,28 @@ void cpu_relax() {
 #endif
 }
 
-// Spins until done() holds or kSpinTime has passed; returns done().
+// One round of a waiting thread: the next 4 lines of what it prefetches (pf shrinks), else a
+// pause. A prefetch that finds the miss queue full stalls the thread until memory catches up,
+// which paces it at the bandwidth left over by the threads still working.
+void wait_round(ThreadPool::Prefetch& pf) {
+  if (pf.bytes <= 0) return cpu_relax();
+  const char* p = static_cast<const char*>(pf.p);
+  for (int i = 0; i < 4; ++i) __builtin_prefetch(p + 64 * i, 0, 3);
+  pf.p = p + 256;
+  pf.bytes -= 256;
+}
+
+// Spins until done() holds or kSpinTime has passed; returns done(). Prefetches pf meanwhile.
 template <typename Done>
-bool spin_until(Done done) {
+bool spin_until(Done done, ThreadPool::Prefetch& pf) {
   const auto start = std::chrono::steady_clock::now();
   bool yielding = false;
   for (int i = 1;; ++i) {
     if (done()) return true;
-    if (yielding) {
-      std::this_thread::yield();
+    if (pf.bytes > 0 || !yielding) {
+      wait_round(pf);
     } else {
-      cpu_relax();
+      std::this_thread::yield();
     }
     if (i % 256 == 0) {
       const auto spun = std::chrono::steady_clock::now() - start;
@@ -49,7 +62,7 @@ bool spin_until(Done done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), waiting_(static_cast<size_t>(n_threads_)) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int slot = 1; slot < n_threads_; ++slot) workers_.emplace_back([this, slot] { worker_loop(slot); });
 }
@@ -108,14 +121,57 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_chunks(0);
-  // Wait for the workers to finish their last chunk.
+  run_job(0);
+  finish();
+}
+
+void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, std::span<const Prefetch> prefetch,
+                                std::span<int64_t> busy_ns) {
+  if (cuts.size() != static_cast<size_t>(n_threads_) + 1 || (!prefetch.empty() && prefetch.size() + 1 != cuts.size()) ||
+      (!busy_ns.empty() && busy_ns.size() + 1 != cuts.size())) {
+    std::fprintf(stderr, "ThreadPool::parallel_split: %zu cuts for %d threads\n", cuts.size(), n_threads_);
+    std::abort();
+  }
+  if (workers_.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    if (cuts[0] < cuts[1]) fn(0, cuts[0], cuts[1]);
+    if (!busy_ns.empty()) busy_ns[0] = (std::chrono::steady_clock::now() - start).count();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fn_ = &fn;
+    n_ = cuts.back();
+    cuts_ = cuts.data();
+    prefetch_ = prefetch.empty() ? nullptr : prefetch.data();
+    busy_ns_ = busy_ns.empty() ? nullptr : busy_ns.data();
+    start_ = std::chrono::steady_clock::now();
+    active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  run_job(0);
+  finish();
+}
+
+void ThreadPool::run_job(int slot) {
+  if (cuts_ == nullptr) return run_chunks(slot);
+  if (cuts_[slot] < cuts_[slot + 1]) (*fn_)(slot, cuts_[slot], cuts_[slot + 1]);
+  if (busy_ns_ != nullptr) busy_ns_[slot] = (std::chrono::steady_clock::now() - start_).count();
+  if (prefetch_ != nullptr) waiting_[static_cast<size_t>(slot)].pf = prefetch_[slot];
+}
+
+// The calling thread, done with its part (prefetching meanwhile), waits for the workers.
+void ThreadPool::finish() {
   const auto all_done = [this] { return active_.load(std::memory_order_acquire) == 0; };
-  if (!spin_until(all_done)) {
+  if (!spin_until(all_done, waiting_[0].pf)) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, all_done);
   }
   fn_ = nullptr;
+  cuts_ = nullptr;
+  prefetch_ = nullptr;
+  busy_ns_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int slot) {
@@ -123,7 +179,7 @@ void ThreadPool::worker_loop(int slot) {
   for (;;) {
     // Spin a while for the next job, then sleep.
     const auto new_job = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-    if (!spin_until(new_job)) {
+    if (!spin_until(new_job, waiting_[static_cast<size_t>(slot)].pf)) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, new_job);
     }
@@ -132,7 +188,7 @@ void ThreadPool::worker_loop(int slot) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stop_) return;
     }
-    run_chunks(slot);
+    run_job(slot);
     if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);
       done_.notify_one();

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -62,14 +64,36 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t min_chunk, RangeFn fn);
   void parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn);
 
+  // Bytes a thread prefetches while it waits: the start of its share of the next loop.
+  struct Prefetch {
+    const void* p = nullptr;
+    int64_t bytes = 0;
+  };
+  // Runs fn once per thread, slot s over [cuts[s], cuts[s + 1]) (cuts: n_threads() + 1
+  // ascending bounds; an empty share is skipped), for loops that stream memory once: one
+  // contiguous share per thread is one stream for the prefetchers. A thread done with its share
+  // prefetches prefetch[s] (if given) while it waits for the others or for the next loop, and
+  // busy_ns[s] (if given) gets the nanoseconds from the loop's start to the end of its share.
+  void parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, std::span<const Prefetch> prefetch = {},
+                      std::span<int64_t> busy_ns = {});
+
   // The number of hardware threads (at least 1).
   static int hardware_threads();
 
  private:
   void worker_loop(int slot);
   void run_chunks(int slot);
+  // The job's part for this slot: its share (parallel_split: then what it prefetches while it
+  // waits is set) or guided chunks.
+  void run_job(int slot);
+  void finish();
 
   int n_threads_;
+  // What each slot prefetches while it waits; touched by that slot's thread only (a line each).
+  struct alignas(64) Waiting {
+    Prefetch pf;
+  };
+  std::vector<Waiting> waiting_;
   std::vector<std::thread> workers_;
 
   std::mutex mutex_;
@@ -81,6 +105,10 @@ class ThreadPool {
   const SlotRangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 1;
+  const int64_t* cuts_ = nullptr;    // parallel_split's shares, else null
+  const Prefetch* prefetch_ = nullptr;
+  int64_t* busy_ns_ = nullptr;
+  std::chrono::steady_clock::time_point start_;
   std::atomic<int64_t> next_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> active_{0};

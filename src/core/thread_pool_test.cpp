@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
 #include <mutex>
 #include <numeric>
@@ -55,6 +56,51 @@ TEST(ThreadPool, ManySmallJobsInARow) {
     });
   }
   EXPECT_EQ(sum.load(), 2000 * (15 * 16 / 2));
+}
+
+// parallel_split: each slot runs exactly its share (empty ones not at all), reports when it was
+// done, and a slot that finishes early prefetches what it was given while the others still run
+// and between loops.
+TEST(ThreadPool, SplitRunsEachShareOnItsSlot) {
+  for (int n_threads : {1, 2, 3}) {
+    ThreadPool pool(n_threads);
+    std::vector<uint8_t> next(64 << 10, 1);
+    for (int job = 0; job < 200; ++job) {
+      std::vector<int64_t> cuts(static_cast<size_t>(n_threads) + 1);
+      for (int s = 0; s <= n_threads; ++s) cuts[static_cast<size_t>(s)] = (job % 7 == 0 && s > 0) ? 100 : 100 * s / n_threads;
+      std::vector<ThreadPool::Prefetch> pf(static_cast<size_t>(n_threads), {next.data(), static_cast<int64_t>(next.size())});
+      std::vector<int64_t> busy(static_cast<size_t>(n_threads), -1);
+      std::vector<std::atomic<int>> hits(100);
+      std::vector<std::atomic<int>> slot_of(100);
+      pool.parallel_split(cuts, [&](int slot, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          hits[static_cast<size_t>(i)]++;
+          slot_of[static_cast<size_t>(i)] = slot;
+        }
+      }, pf, busy);
+      for (int s = 0; s < n_threads; ++s) {
+        for (int64_t i = cuts[static_cast<size_t>(s)]; i < cuts[static_cast<size_t>(s) + 1]; ++i) {
+          ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+          ASSERT_EQ(slot_of[static_cast<size_t>(i)].load(), s) << i;
+        }
+        EXPECT_GE(busy[static_cast<size_t>(s)], 0) << s;
+      }
+      // A loop with no prefetch and no times asked for, and an ordinary one, in between.
+      pool.parallel_split(cuts, [&](int, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]--;
+      });
+      pool.parallel_for(100, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
+  }
+}
+
+TEST(ThreadPoolDeathTest, SplitRefusesCutsNotOnePerThread) {
+  ThreadPool pool(2);
+  const std::vector<int64_t> cuts = {0, 10};
+  EXPECT_DEATH(pool.parallel_split(cuts, [](int, int64_t, int64_t) {}), "2 cuts for 2 threads");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/cpu/decode_split.h"
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/weights.h"
@@ -139,7 +140,14 @@ size_t qact_slot(GgmlType act_type) {
 class CpuBackend final : public hal::Backend {
  public:
   CpuBackend(int n_threads, Result<const KernelSet*> kernels)
-      : pool_(n_threads), kernels_(kernels.ok() ? *kernels : &kScalarKernels), init_status_(kernels.status()) {}
+      : pool_(n_threads),
+        kernels_(kernels.ok() ? *kernels : &kScalarKernels),
+        init_status_(kernels.status()),
+        split_(pool_.n_threads()),
+        cuts_(static_cast<size_t>(pool_.n_threads()) + 1),
+        next_cuts_(cuts_.size()),
+        busy_ns_(static_cast<size_t>(pool_.n_threads())),
+        wait_prefetch_(static_cast<size_t>(pool_.n_threads())) {}
 
   hal::BackendInfo info() const override {
     return {fmt::format("cpu-{}", kernels_->name), "host CPU", pool_.n_threads()};
@@ -204,7 +212,13 @@ class CpuBackend final : public hal::Backend {
   void elementwise(const hal::ActDesc& d, const hal::Op& op);
   // Matmuls reading one input (Q/K/V, gate/up) as one parallel loop over all their rows: one
   // barrier instead of one per matmul, and the input read once per chunk of rows.
-  void matmul(const hal::Graph& graph, std::span<const hal::Op> ops);
+  // In a decode step (one token) `next` is the step's next matmul loop (after the last, the
+  // first: the next step's), whose shares the threads prefetch while they wait.
+  void matmul(const hal::Graph& graph, std::span<const hal::Op> ops, std::span<const hal::Op> next = {});
+  // The items of a matmul loop over ops' weights (ternary: row groups; else rows).
+  int64_t matmul_items(std::span<const hal::Op> ops) const;
+  // What thread s prefetches while it waits: the start of its share of loop `next`.
+  void set_wait_prefetch(std::span<const hal::Op> next);
   const int8_t* order_ternary_act(const Q8Rows& x);
   const uint8_t* quantize_for_dot(ActBuffer& x, const QuantActFormat& f, int64_t n_tokens, int64_t n_cols,
                                   const uint8_t* prev_act);
@@ -227,6 +241,10 @@ class CpuBackend final : public hal::Backend {
   std::vector<ActBuffer> acts_;
   AlignedVector<int8_t> ordered_act_;  // a matmul's Q8 input in its kernels' column order
   KernelsUsed kernels_used_;
+  std::vector<std::pair<size_t, size_t>> matmul_loops_;  // the step's matmul loops: first op, count
+  DecodeSplit split_;                                    // decode matmul shares, keyed by first weight
+  std::vector<int64_t> cuts_, next_cuts_, busy_ns_;      // a decode loop's shares and times, the next's shares
+  std::vector<ThreadPool::Prefetch> wait_prefetch_;      // per thread: its share of the next loop
 };
 
 void CpuBackend::prepare_acts(const hal::Graph& graph) {
@@ -247,18 +265,26 @@ Status CpuBackend::compute(const hal::Graph& graph, std::span<const int32_t> tok
   kv_rows_ = hal::resolve_kv(graph, kv_);
   prepare_acts(graph);
   const std::span<const hal::Op> ops = graph.ops;
+  matmul_loops_.clear();
   for (size_t i = 0; i < ops.size();) {
     const size_t n = fusable_matmuls(ops.subspan(i));
-    if (n > 1) {
-      matmul(graph, ops.subspan(i, n));
+    if (n > 0) matmul_loops_.emplace_back(i, n);
+    i += std::max<size_t>(n, 1);
+  }
+  size_t loop = 0;
+  for (size_t i = 0; i < ops.size();) {
+    if (loop < matmul_loops_.size() && matmul_loops_[loop].first == i) {
+      const auto [next_i, next_n] = matmul_loops_[(loop + 1) % matmul_loops_.size()];
+      const size_t n = matmul_loops_[loop++].second;
+      matmul(graph, ops.subspan(i, n), ops.subspan(next_i, next_n));
+      i += n;
     } else if (i + 1 < ops.size() && norm_then_quantize(ops[i], ops[i + 1])) {
       rms_norm(graph.acts[static_cast<size_t>(ops[i].dst)], ops[i], &ops[i + 1]);
       i += 2;
-      continue;
     } else {
       BITNET_RETURN_IF_ERROR(run_op(graph, ops[i], tokens));
+      ++i;
     }
-    i += std::max<size_t>(n, 1);
   }
   const std::vector<float>& out = acts_[static_cast<size_t>(graph.logits)].f32;
   std::copy(out.begin(), out.end(), logits.begin());
@@ -428,7 +454,45 @@ const int8_t* CpuBackend::order_ternary_act(const Q8Rows& x) {
   return out;
 }
 
-void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
+int64_t CpuBackend::matmul_items(std::span<const hal::Op> ops) const {
+  int64_t n = 0;
+  for (const hal::Op& op : ops) {
+    const CpuWeight& w = weight(op.w);
+    const int64_t rows = w.is_ternary() ? w.ternary.rows_per_group : 1;
+    n += (w.n_rows + rows - 1) / rows;
+  }
+  return n;
+}
+
+// How much of its next share a waiting thread prefetches: well inside any L2 (512 KB on Zen 3,
+// 1-2 MB elsewhere), which the loop it waits on also streams through.
+constexpr int64_t kWaitPrefetchBytes = 256 << 10;
+
+void CpuBackend::set_wait_prefetch(std::span<const hal::Op> next) {
+  const int64_t n_items = matmul_items(next);
+  split_.cuts(static_cast<size_t>(next[0].w), n_items, next_cuts_);
+  for (size_t s = 0; s < wait_prefetch_.size(); ++s) {
+    wait_prefetch_[s] = {};
+    int64_t item = next_cuts_[s];
+    if (item >= next_cuts_[s + 1]) continue;
+    for (const hal::Op& op : next) {
+      const CpuWeight& w = weight(op.w);
+      const int64_t rows = w.is_ternary() ? w.ternary.rows_per_group : 1;
+      const int64_t items = (w.n_rows + rows - 1) / rows;
+      if (item >= items) {
+        item -= items;
+        continue;
+      }
+      const std::span<const uint8_t> bytes = w.is_ternary() ? std::span<const uint8_t>(w.ternary.packed) : w.raw;
+      const int64_t item_bytes = static_cast<int64_t>(bytes.size()) / items;
+      const int64_t left = static_cast<int64_t>(bytes.size()) - item * item_bytes;
+      wait_prefetch_[s] = {bytes.data() + item * item_bytes, std::min(left, kWaitPrefetchBytes)};
+      break;
+    }
+  }
+}
+
+void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops, std::span<const hal::Op> next) {
   const hal::ActDesc& src = graph.acts[static_cast<size_t>(ops[0].a)];
   ActBuffer& x = acts_[static_cast<size_t>(ops[0].a)];
   const int64_t n_tokens = src.n_rows;
@@ -468,16 +532,17 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
   const CpuWeight& w0 = *parts[0].w;
   int64_t chunk = q8 ? min_chunk(parts[0].rows_per_item * w0.n_cols * n_tokens, 4) : min_chunk(w0.n_cols * n_tokens, 16);
   // Decode streams the weights from memory once: each thread takes one contiguous share, one
-  // stream for the prefetchers. Guided chunks (a dozen per loop) each start a stream that pays
-  // demand misses before the prefetch runs ahead: 2B-4T decode 4-9% slower on Zen 5 with 2
-  // threads. Token tiles (prefill, batched decode) keep the guided chunks, which balance better.
+  // stream for the prefetchers (parallel_split below). Guided chunks (a dozen per loop) each
+  // start a stream that pays demand misses before the prefetch runs ahead: 2B-4T decode 4-9%
+  // slower on Zen 5 with 2 threads. Token tiles (prefill, batched decode) keep the guided
+  // chunks, which balance better. A loop of less than two chunks' work runs on one thread.
   if (n_tokens == 1) chunk = std::max(chunk, n_items / pool_.n_threads());
   Q8Rows q = q8 ? x.q8.rows() : Q8Rows{};
   if (q8 && kernels_->order_ternary_act != nullptr &&
       std::any_of(parts.begin(), parts.end(), [](const Part& p) { return p.w->ternary.layout == TernaryLayout::k5Trit; })) {
     q.q_ordered = order_ternary_act(q);
   }
-  pool_.parallel_for(n_items, chunk, [&](int64_t i0, int64_t i1) {
+  const auto run = [&](int64_t i0, int64_t i1) {
     for (const Part& p : parts) {
       const int64_t p_items = (p.w->n_rows + p.rows_per_item - 1) / p.rows_per_item;
       const int64_t b = std::max(i0, p.first) - p.first;
@@ -493,7 +558,20 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops) {
         kernels_->matmul_float(*p.w, x.f32.data(), n_tokens, p.y, r0, r1);
       }
     }
-  });
+  };
+  if (n_tokens == 1 && pool_.n_threads() > 1 && n_items >= 2 * chunk) {
+    // Decode: one contiguous share per thread, sized by the threads' rates on this loop in
+    // earlier steps (DecodeSplit); a thread done with its share prefetches the start of its
+    // share of the next loop while it waits (for the others, or through the ops between).
+    const auto key = static_cast<size_t>(ops[0].w);
+    split_.cuts(key, n_items, cuts_);
+    if (!next.empty()) set_wait_prefetch(next);
+    pool_.parallel_split(cuts_, [&](int, int64_t i0, int64_t i1) { run(i0, i1); },
+                         next.empty() ? std::span<const ThreadPool::Prefetch>{} : wait_prefetch_, busy_ns_);
+    split_.record(key, cuts_, busy_ns_);
+  } else {
+    pool_.parallel_for(n_items, chunk, run);
+  }
   for (const Part& p : parts) {
     if (q8) {
       // T5: the weight's 1.6-bit layout (weights.h), which the receipt names.
