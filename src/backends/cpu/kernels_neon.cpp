@@ -232,6 +232,7 @@ constinit const KernelSet kNeonKernels = {
     .silu_mul = neon::silu_mul,
     .relu2_mul = neon::relu2_mul,
     .add = neon::add,
+    .fp32_to_fp16_row = neon::fp32_to_fp16_row,
 };
 
 }  // namespace bitnet::cpu

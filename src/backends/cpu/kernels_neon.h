@@ -33,6 +33,7 @@ void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t*
 void silu_mul(const float* a, const float* b, int64_t n, float* dst);
 void relu2_mul(const float* a, const float* b, int64_t n, float* dst);
 void add(const float* a, const float* b, int64_t n, float* dst);
+void fp32_to_fp16_row(const float* x, int64_t n, uint16_t* dst);
 
 }  // namespace bitnet::cpu::neon
 

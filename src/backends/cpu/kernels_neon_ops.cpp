@@ -187,4 +187,26 @@ void add(const float* a, const float* b, int64_t n, float* dst) {
   for (; i < n; ++i) dst[i] = a[i] + b[i];
 }
 
+// 4 floats to halves by FCVTN in the default rounding (to nearest even), as the scalar twin
+// (fp32_to_fp16); a NaN becomes the twin's quiet NaN, sign | 0x7e00, where FCVTN would keep
+// its payload.
+static uint16x4_t to_fp16x4(float32x4_t v) {
+  const uint16x4_t h = vreinterpret_u16_f16(vcvt_f16_f32(v));
+  const uint16x4_t nan = vmovn_u32(vmvnq_u32(vceqq_f32(v, v)));
+  const uint16x4_t quiet = vorr_u16(vand_u16(h, vdup_n_u16(0x8000)), vdup_n_u16(0x7e00));
+  return vbsl_u16(nan, quiet, h);
+}
+
+void fp32_to_fp16_row(const float* x, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1_u16(dst + i, to_fp16x4(vld1q_f32(x + i)));
+  if (i < n) {  // the last n % 4 through a zero-padded vector
+    float in[4] = {};
+    uint16_t out[4];
+    for (int64_t j = 0; j < n - i; ++j) in[j] = x[i + j];
+    vst1_u16(out, to_fp16x4(vld1q_f32(in)));
+    for (int64_t j = 0; j < n - i; ++j) dst[i + j] = out[j];
+  }
+}
+
 }  // namespace bitnet::cpu::neon
