@@ -1,9 +1,9 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <thread>
 
 namespace bitnet {
@@ -158,7 +158,9 @@ void ThreadPool::run_job(int slot) {
   if (cuts_ == nullptr) return run_chunks(slot);
   if (cuts_[slot] < cuts_[slot + 1]) (*fn_)(slot, cuts_[slot], cuts_[slot + 1]);
   if (busy_ns_ != nullptr) busy_ns_[slot] = (std::chrono::steady_clock::now() - start_).count();
-  if (prefetch_ != nullptr) waiting_[static_cast<size_t>(slot)].pf = prefetch_[slot];
+  // A split loop sets what the slot prefetches next (or nothing); guided loops, the small ops
+  // between, leave it running.
+  waiting_[static_cast<size_t>(slot)].pf = prefetch_ != nullptr ? prefetch_[slot] : Prefetch{};
 }
 
 // The calling thread, done with its part (prefetching meanwhile), waits for the workers.

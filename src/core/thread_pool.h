@@ -72,7 +72,8 @@ class ThreadPool {
   // Runs fn once per thread, slot s over [cuts[s], cuts[s + 1]) (cuts: n_threads() + 1
   // ascending bounds; an empty share is skipped), for loops that stream memory once: one
   // contiguous share per thread is one stream for the prefetchers. A thread done with its share
-  // prefetches prefetch[s] (if given) while it waits for the others or for the next loop, and
+  // prefetches prefetch[s] (if given; else nothing) while it waits for the others, through the
+  // parallel_for loops that follow and for the next split loop, and
   // busy_ns[s] (if given) gets the nanoseconds from the loop's start to the end of its share.
   void parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, std::span<const Prefetch> prefetch = {},
                       std::span<int64_t> busy_ns = {});
