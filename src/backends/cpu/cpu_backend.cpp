@@ -49,6 +49,11 @@ constexpr size_t kMaxFusedMatmuls = 4;
 // than in guided chunks (both ways alternating every 2 steps in one process).
 constexpr int64_t kSplitMaxTokens = 8;
 
+// A matmul loop's work items over weight w: whole row groups of a ternary weight (so no group is
+// computed twice), rows of any other.
+int64_t rows_per_item(const CpuWeight& w) { return w.is_ternary() ? w.ternary.rows_per_group : 1; }
+int64_t weight_items(const CpuWeight& w) { return (w.n_rows + rows_per_item(w) - 1) / rows_per_item(w); }
+
 // DecodeSplit's key of a loop: its first weight, and whether the step has one token (streamed
 // from memory) or several (compute-bound tiles), whose threads' rates differ in other ways.
 size_t split_key(hal::WeightId w, int64_t n_tokens) { return static_cast<size_t>(w) * 2 + (n_tokens > 1 ? 1 : 0); }
@@ -222,10 +227,10 @@ class CpuBackend final : public hal::Backend {
   void elementwise(const hal::ActDesc& d, const hal::Op& op);
   // Matmuls reading one input (Q/K/V, gate/up) as one parallel loop over all their rows: one
   // barrier instead of one per matmul, and the input read once per chunk of rows.
-  // In a decode step (one token) `next` is the step's next matmul loop (after the last, the
-  // first: the next step's), whose shares the threads prefetch while they wait.
+  // `next` is the step's next matmul loop (after the last, the first: the next step's), whose
+  // shares the threads prefetch while they wait in a step of up to kSplitMaxTokens tokens.
   void matmul(const hal::Graph& graph, std::span<const hal::Op> ops, std::span<const hal::Op> next = {});
-  // The items of a matmul loop over ops' weights (ternary: row groups; else rows).
+  // The items of a matmul loop over ops' weights (weight_items).
   int64_t matmul_items(std::span<const hal::Op> ops) const;
   // What thread s prefetches while it waits: the start of its share of loop `next`, a loop
   // over n_tokens rows.
@@ -253,8 +258,8 @@ class CpuBackend final : public hal::Backend {
   AlignedVector<int8_t> ordered_act_;  // a matmul's Q8 input in its kernels' column order
   KernelsUsed kernels_used_;
   std::vector<std::pair<size_t, size_t>> matmul_loops_;  // the step's matmul loops: first op, count
-  DecodeSplit split_;                                    // decode matmul shares, keyed by first weight
-  std::vector<int64_t> cuts_, next_cuts_, busy_ns_;      // a decode loop's shares and times, the next's shares
+  DecodeSplit split_;                                    // matmul shares of small steps (split_key)
+  std::vector<int64_t> cuts_, next_cuts_, busy_ns_;      // a split loop's shares and times, the next's shares
   std::vector<ThreadPool::Prefetch> wait_prefetch_;      // per thread: its share of the next loop
 };
 
@@ -467,11 +472,7 @@ const int8_t* CpuBackend::order_ternary_act(const Q8Rows& x) {
 
 int64_t CpuBackend::matmul_items(std::span<const hal::Op> ops) const {
   int64_t n = 0;
-  for (const hal::Op& op : ops) {
-    const CpuWeight& w = weight(op.w);
-    const int64_t rows = w.is_ternary() ? w.ternary.rows_per_group : 1;
-    n += (w.n_rows + rows - 1) / rows;
-  }
+  for (const hal::Op& op : ops) n += weight_items(weight(op.w));
   return n;
 }
 
@@ -488,8 +489,7 @@ void CpuBackend::set_wait_prefetch(std::span<const hal::Op> next, int64_t n_toke
     if (item >= next_cuts_[s + 1]) continue;
     for (const hal::Op& op : next) {
       const CpuWeight& w = weight(op.w);
-      const int64_t rows = w.is_ternary() ? w.ternary.rows_per_group : 1;
-      const int64_t items = (w.n_rows + rows - 1) / rows;
+      const int64_t items = weight_items(w);
       if (item >= items) {
         item -= items;
         continue;
@@ -508,8 +508,7 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops, s
   ActBuffer& x = acts_[static_cast<size_t>(ops[0].a)];
   const int64_t n_tokens = src.n_rows;
   const bool q8 = src.type == hal::ActType::kQ8;
-  // Work items: ternary weights in whole row groups of the set's layout (so no group is
-  // computed twice), float weights in rows; item `first` is where each matmul's items start.
+  // Work items as weight_items; item `first` is where each matmul's items start.
   struct Part {
     const CpuWeight* w;
     float* y;
@@ -527,9 +526,8 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops, s
   for (size_t i = 0; i < parts.size(); ++i) {
     const CpuWeight& w = weight(ops[i].w);
     BITNET_CHECK(w.is_ternary() == q8);
-    const int64_t rows = q8 ? w.ternary.rows_per_group : 1;
-    parts[i] = {&w, f32(ops[i].dst), n_items, rows, nullptr, nullptr, nullptr, 0};
-    n_items += (w.n_rows + rows - 1) / rows;
+    parts[i] = {&w, f32(ops[i].dst), n_items, rows_per_item(w), nullptr, nullptr, nullptr, 0};
+    n_items += weight_items(w);
     if (!q8) {
       if (const std::optional<QuantActFormat> f = quant_act_format(w.type); f && w.n_cols % f->block == 0) {
         parts[i].dot = kernels_->quant_dot(w.type);
@@ -555,7 +553,7 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops, s
   }
   const auto run = [&](int64_t i0, int64_t i1) {
     for (const Part& p : parts) {
-      const int64_t p_items = (p.w->n_rows + p.rows_per_item - 1) / p.rows_per_item;
+      const int64_t p_items = weight_items(*p.w);
       const int64_t b = std::max(i0, p.first) - p.first;
       const int64_t e = std::min(i1, p.first + p_items) - p.first;
       if (b >= e) continue;
