@@ -190,6 +190,11 @@ void register_set(const KernelSet* set) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, threads, 16)->UseRealTime();
   }
+  // Steps of 2 and 4 sequences (two rows per pass; 8 tokens take one).
+  for (int64_t n_tokens : {2, 4}) {
+    benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/13824x2560/tokens:{}/threads:2", name, n_tokens).c_str(),
+                                 bench_ternary, set, GgmlType::kI2_S, Shape{13824, 2560}, n_tokens, 2, 6)->UseRealTime();
+  }
   // The 2B-4T step's other shapes (Q/K/V and gate/up each one weight, the down projection),
   // streamed: at least 80 MB of copies, past the 32 MB L3 of the machines seen.
   for (Shape s : {Shape{3840, 2560}, Shape{2560, 2560}, Shape{13824, 2560}, Shape{2560, 6912}}) {

@@ -578,12 +578,16 @@ void t5_to_2bit_t5order(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch
 // whole row is exact in any order, so the one float update per row and token gives the scalar
 // twin's bits.
 //
-// One row per pass, not two: with 8 tokens, 2 rows (16 accumulators, activations loaded once
-// for both) ran 406 GMAC/s per Zen 5 core in cache but about 210 on weights streamed from
-// memory, 1 row 315-323 in cache and 287 streamed (bench_cpu_kernels gemm_w2a8[_streamed]
-// 6912x2560 tokens:8); a decode step's weights always come from memory. 4 rows x 4 tokens ran
-// about 100 on Zen 4 against 2 x 8's 107-116 (the decode's compares and adds per row outweigh
-// the saved loads).
+// Rows per pass: with 5-8 tokens one, with up to 4 two. With 8 tokens, 2 rows (16
+// accumulators, activations loaded once for both) ran 406 GMAC/s per Zen 5 core in cache but
+// about 210 on weights streamed from memory, 1 row 315-323 in cache and 287 streamed
+// (bench_cpu_kernels gemm_w2a8[_streamed] 6912x2560 tokens:8); a decode step's weights always
+// come from memory. With 2-4 tokens (8 accumulators) 2 rows stream well: on 2 threads 2-4
+// tokens 225-395 -> 311-504 GMAC/s (13824x2560), the down projection's 4-token tiles 424-438
+// -> 504-536. 8 tokens as two 4-token passes of 2 rows: 551-570 -> 515-520. 4 rows x 4
+// tokens ran about 100 on Zen 4 against 2 x 8's 107-116 (the decode's compares and adds per
+// row outweigh the saved loads).
+constexpr int kT5PairMaxTokens = 4;
 
 // One position: the codes of state m against tokens 0 .. T-1 (token j's 64 activations at
 // a + j * stride) into acc[j]; then the state steps to the next position.
@@ -629,6 +633,39 @@ __m256i t5_row_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, 
   return lane_sums8(acc);
 }
 
+// Rows r and r + 1 of row group rg against T <= kT5PairMaxTokens tokens, each activation
+// vector loaded once for both: lane j of out[i] is 64 x the exact dot of row r + i and token j.
+// (Written as one loop over all vectors with a run-time position count: the form of
+// t5_row_dots above ran the down projection's 4-token tiles at 469-479 GMAC/s streamed on 2
+// threads, this one at 504-536.)
+template <int T>
+void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, const int8_t* act, __m256i out[2]) {
+  static_assert(T <= kT5PairMaxTokens);
+  const int64_t n_cols = w.n_cols;
+  const uint8_t* c = w.ternary.packed.data() + (rg * nv.n_vec * kT5Rows + r) * kT5VectorBytes;
+  __m512i acc0[8], acc1[8];
+  for (int j = 0; j < 8; ++j) acc0[j] = acc1[j] = _mm512_setzero_si512();
+  for (int64_t u = 0; u < nv.n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+    prefetch_t5_ahead<2>(c);
+    __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
+    const bool full = u < nv.n_full;
+    const int64_t col0 = full ? 320 * u : kT5ChunkCols * (nv.n_full / 4) + 256 * (u - nv.n_full);
+    const int n_pos = full ? 5 : (n_cols - col0 >= 256 ? 4 : 2);
+    for (int i = 0; i < n_pos; ++i) {
+      const __m512i c0 = t5_codes64(m0), c1 = t5_codes64(m1);
+      for (int j = 0; j < T; ++j) {
+        const __m512i a = _mm512_loadu_si512(act + col0 + 64 * i + j * n_cols);
+        acc0[j] = _mm512_dpbusd_epi32(acc0[j], c0, a);
+        acc1[j] = _mm512_dpbusd_epi32(acc1[j], c1, a);
+      }
+      m0 = _mm512_add_epi8(m0, _mm512_add_epi8(m0, m0));
+      m1 = _mm512_add_epi8(m1, _mm512_add_epi8(m1, m1));
+    }
+  }
+  out[0] = lane_sums8(acc0);
+  out[1] = lane_sums8(acc1);
+}
+
 // Token tiles of 8 while their activations fit in this much of L1 (48 KB on Zen 4 / 5, 32 KB
 // on Cascade Lake), else of 4: each row's pass sweeps all of them, so 8 x 6912 columns (the
 // down projection) missed L1 throughout.
@@ -660,8 +697,16 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
     for (int q = 0; q < kT5Rows / 2; ++q) {
       const int64_t row0 = rg * kT5Rows + 2 * q;
       if (row0 + 2 <= ra || row0 >= rb) continue;
-      const __m512i dots = _mm512_inserti64x4(_mm512_castsi256_si512(t5_row_dots<T>(w, nv, rg, 2 * q, a)),
-                                              t5_row_dots<T>(w, nv, rg, 2 * q + 1, a), 1);
+      __m256i pair[2];
+      if constexpr (T <= kT5PairMaxTokens) {
+        t5_row_pair_dots<T>(w, nv, rg, 2 * q, a, pair);
+      } else {
+        // Second row first, as GCC evaluated the two calls when they were one expression (the
+        // order moved the down projection's 4-token tile by 15%).
+        pair[1] = t5_row_dots<T>(w, nv, rg, 2 * q + 1, a);
+        pair[0] = t5_row_dots<T>(w, nv, rg, 2 * q, a);
+      }
+      const __m512i dots = _mm512_inserti64x4(_mm512_castsi256_si512(pair[0]), pair[1], 1);
       const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(2 * q)),
                                               _mm512_castps128_ps512(_mm_loadu_ps(w.ternary.scales.data() + rg * kT5Rows)));
       const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srai_epi32(dots, 6), sum16));
