@@ -582,11 +582,12 @@ void t5_to_2bit_t5order(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch
 // accumulators, activations loaded once for both) ran 406 GMAC/s per Zen 5 core in cache but
 // about 210 on weights streamed from memory, 1 row 315-323 in cache and 287 streamed
 // (bench_cpu_kernels gemm_w2a8[_streamed] 6912x2560 tokens:8); a decode step's weights always
-// come from memory. With 2-4 tokens (8 accumulators) 2 rows stream well: on 2 threads 2-4
-// tokens 225-395 -> 311-504 GMAC/s (13824x2560), the down projection's 4-token tiles 424-438
-// -> 504-536. 8 tokens as two 4-token passes of 2 rows: 551-570 -> 515-520. 4 rows x 4
-// tokens ran about 100 on Zen 4 against 2 x 8's 107-116 (the decode's compares and adds per
-// row outweigh the saved loads).
+// come from memory. With 2-4 tokens (8 accumulators) 2 rows stream well: on 2 threads, old and
+// new alternating, 2 tokens 210-226 -> 286-315 GMAC/s, 4 tokens 376-389 -> 461-493
+// (13824x2560), the down projection's 4-token tiles 395-426 -> 468-494. 8 tokens as two
+// 4-token passes of 2 rows: 551-570 -> 515-520; pairs up to 6 tokens: 3-4% slower steps.
+// 4 rows x 4 tokens ran about 100 on Zen 4 against 2 x 8's 107-116 (the decode's compares and
+// adds per row outweigh the saved loads).
 constexpr int kT5PairMaxTokens = 4;
 
 // One position: the codes of state m against tokens 0 .. T-1 (token j's 64 activations at
@@ -602,6 +603,8 @@ template <int T>
 struct T5Vectors {
   int64_t n_vec, n_full;
   explicit T5Vectors(int64_t n_cols) : n_vec(t5_vectors(n_cols)), n_full(4 * (n_cols / kT5ChunkCols)) {}
+  // The first column of vector u >= n_full (a tail vector of 256 columns, or 128 for the last).
+  int64_t tail_col0(int64_t u) const { return kT5ChunkCols * (n_full / 4) + 256 * (u - n_full); }
 };
 
 // Row r of row group rg against T tokens (act: their T5-ordered activations, n_cols apart):
@@ -624,7 +627,7 @@ __m256i t5_row_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, 
   }
   for (; u < nv.n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
     __m512i m = _mm512_load_si512(c);
-    const int64_t col0 = kT5ChunkCols * (nv.n_full / 4) + 256 * (u - nv.n_full);
+    const int64_t col0 = nv.tail_col0(u);
     for (int i = 0; i < 2; ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
     if (n_cols - col0 >= 256) {
       for (int i = 2; i < 4; ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
@@ -635,9 +638,9 @@ __m256i t5_row_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, 
 
 // Rows r and r + 1 of row group rg against T <= kT5PairMaxTokens tokens, each activation
 // vector loaded once for both: lane j of out[i] is 64 x the exact dot of row r + i and token j.
-// (Written as one loop over all vectors with a run-time position count: the form of
-// t5_row_dots above ran the down projection's 4-token tiles at 469-479 GMAC/s streamed on 2
-// threads, this one at 504-536.)
+// (One loop over all vectors with a run-time position count: in runs minutes apart, this form
+// ran the down projection's 4-token tiles at 504-536 GMAC/s streamed on 2 threads, a copy of
+// t5_row_dots's form at 469-479; the host's noise is of that order.)
 template <int T>
 void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, const int8_t* act, __m256i out[2]) {
   static_assert(T <= kT5PairMaxTokens);
@@ -649,7 +652,7 @@ void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r
     prefetch_t5_ahead<2>(c);
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
     const bool full = u < nv.n_full;
-    const int64_t col0 = full ? 320 * u : kT5ChunkCols * (nv.n_full / 4) + 256 * (u - nv.n_full);
+    const int64_t col0 = full ? 320 * u : nv.tail_col0(u);
     const int n_pos = full ? 5 : (n_cols - col0 >= 256 ? 4 : 2);
     for (int i = 0; i < n_pos; ++i) {
       const __m512i c0 = t5_codes64(m0), c1 = t5_codes64(m1);
