@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernels.h"
 #include "core/fp16.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 #include "quant/quant.h"
 
@@ -165,6 +167,42 @@ void bench_attention(benchmark::State& state, const KernelSet* set, int64_t n_po
                                               benchmark::Counter::kIsRate);
 }
 
+// One decode token's attention over one layer of 2B-4T's F16 cache at n_pos positions, laid
+// out as the CPU backend's (head-major, on huge pages), the layers taken in turn from 8 (84 MB
+// at 4096 positions: past the L3, as a decode step's cache), items of `heads` query heads over
+// n_threads. GB/s counts the layer's K and V rows once.
+void bench_attention_streamed(benchmark::State& state, const KernelSet* set, int64_t n_pos, int32_t heads, int n_threads) {
+  constexpr int32_t kHeads = 20, kKvHeads = 5, kDim = 128, kLayers = 8;
+  constexpr int32_t kGroup = kHeads / kKvHeads;
+  const int64_t layer_elems = n_pos * kKvHeads * kDim;
+  const size_t n_bytes = static_cast<size_t>(2 * kLayers * layer_elems) * sizeof(uint16_t);
+  const std::unique_ptr<uint16_t, std::function<void(uint16_t*)>> kv(
+      static_cast<uint16_t*>(allocate_zeroed(n_bytes)), [n_bytes](uint16_t* p) { free_zeroed(p, n_bytes); });
+  {
+    const auto x = activations(layer_elems, 6);
+    for (int l = 0; l < 2 * kLayers; ++l) fp32_to_fp16_row(x.data(), layer_elems, kv.get() + l * layer_elems);
+  }
+  const auto q = activations(kHeads * kDim, 5);
+  ThreadPool pool(n_threads);
+  std::vector<float> scores(static_cast<size_t>(n_threads * kMaxGroupHeads * n_pos)), out(static_cast<size_t>(kHeads * kDim));
+  const float scale = 0.0884f;
+  int layer = 0;
+  for (auto _ : state) {
+    const uint16_t* k = kv.get() + 2 * (layer++ % kLayers) * layer_elems;
+    const uint16_t* v = k + layer_elems;
+    pool.parallel_for(kHeads / heads, 1, [&](int slot, int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int32_t h = static_cast<int32_t>(i) * heads;
+        set->attention_heads_f16(q.data() + h * kDim, heads, k, v, n_pos, KvRowMap{}, kDim, (h / kGroup) * n_pos * kDim, kDim,
+                                 scale, scores.data() + slot * kMaxGroupHeads * n_pos, out.data() + h * kDim);
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n_bytes / kLayers) * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
 void register_set(const KernelSet* set) {
   const std::string name(set->name);
   for (Shape s : kTernaryShapes) {
@@ -190,8 +228,8 @@ void register_set(const KernelSet* set) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, threads, 16)->UseRealTime();
   }
-  // Steps of 2 and 4 sequences (two rows per pass; 8 tokens take one).
-  for (int64_t n_tokens : {2, 4}) {
+  // Decode of one sequence, and steps of 2 and 4 (two rows per pass; 8 tokens take one).
+  for (int64_t n_tokens : {1, 2, 4}) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/13824x2560/tokens:{}/threads:2", name, n_tokens).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, Shape{13824, 2560}, n_tokens, 2, 6)->UseRealTime();
   }
@@ -224,6 +262,12 @@ void register_set(const KernelSet* set) {
     if (set->attention_heads_f16 != nullptr) {
       benchmark::RegisterBenchmark(fmt::format("attention_heads_f16/{}/pos:{}", name, n_pos).c_str(), bench_attention, set,
                                    n_pos, true);
+    }
+  }
+  if (set->attention_heads_f16 != nullptr) {
+    for (int32_t heads : {2, 4}) {
+      benchmark::RegisterBenchmark(fmt::format("attention_streamed_f16/{}/pos:4096/heads:{}/threads:2", name, heads).c_str(),
+                                   bench_attention_streamed, set, int64_t{4096}, heads, 2)->UseRealTime();
     }
   }
 }

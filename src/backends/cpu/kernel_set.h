@@ -132,29 +132,30 @@ struct KernelSet {
   void (*rms_norm_row)(const float* x, const float* g, int64_t n, float eps, float* dst);
   // Rotates the n_head heads (head_dim each) of one row at position pos.
   void (*rope_row)(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p);
-  // Causal attention of one query head over cached positions [0, n_pos); k, v: cache rows of
-  // n_embd_kv floats (position j in row rows.row(j)), the head reads its kv head's slice at
-  // kv_off; scores: n_pos floats of scratch. Softmax as llama.cpp: exp(score - max), the sum
+  // Causal attention of one query head over cached positions [0, n_pos); k, v: cache rows
+  // row_stride floats apart (position j in row rows.row(j)), the head's head_dim elements at
+  // kv_off in each (the CPU backend's cache is head-major: row_stride head_dim, kv_off the kv
+  // head's start); scores: n_pos floats of scratch. Softmax as llama.cpp: exp(score - max), the sum
   // in double.
   void (*attention_head)(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
-                         int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                         int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                          float* scores, float* out);
   // attention_head over an F16 cache (IEEE half, uint16_t per element): each element is read
   // as fp16_to_fp32 and then used exactly as attention_head uses a float, so the scalar twin
   // equals the F32 twin run on the rounded cache bit for bit.
   void (*attention_head_f16)(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
                              const KvRowMap& rows,
-                             int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                             int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                              float* scores, float* out);
   // attention_head for n_q <= kMaxGroupHeads query heads that share one kv head (GQA): q and out
   // hold the n_q heads one after the other, scores n_q * n_pos floats of scratch. Each head's
   // output equals attention_head's bit for bit; the cache rows are read once for the group.
   // Null: the backend calls attention_head per head.
   void (*attention_heads)(const float* q, int32_t n_q, const float* k_cache, const float* v_cache, int64_t n_pos,
-                          const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                          const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                           float* scores, float* out) = nullptr;
   void (*attention_heads_f16)(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache,
-                              int64_t n_pos, const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim,
+                              int64_t n_pos, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
                               float kq_scale, float* scores, float* out) = nullptr;
   void (*silu_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*relu2_mul)(const float* a, const float* b, int64_t n, float* dst);

@@ -62,10 +62,10 @@ void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
 float quantize_act(const float* x, int64_t n_cols, int8_t* q, int32_t* group_sum, int64_t group_sum_stride);
 void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* dst);
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                    int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                     float* scores, float* out);
 void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos, const KvRowMap& rows,
-                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                         float* scores, float* out);
 void silu_mul(const float* a, const float* b, int64_t n, float* dst);
 void relu2_mul(const float* a, const float* b, int64_t n, float* dst);

@@ -45,13 +45,17 @@ namespace {
 
 // The AVX2 set's row kernels of the shared attention (kernels_x86_attention.h).
 struct Avx2Rows {
+  // One query head per pass: 8 row accumulators and the q vector fill the 16 ymm registers.
+  static constexpr int32_t kHeads = 1;
+
   // q . k for 8 cache rows k[0..7] at once, as 8 lanes: one accumulator per row over head_dim in
   // steps of 8 (each q vector loaded once for the 8 rows, 8 independent FMA chains, the rows'
   // misses in flight together), reduced by an hadd tree; the last head_dim % 8 products are
   // added per row in order. F32 and F16 caches take the same steps, so an F16 cache scores exactly
   // as an F32 one holding the rounded values.
-  template <class C>
-  static void dot8(const float* q, const typename C::T* const k[8], int32_t head_dim, float out[8]) {
+  template <class C, int NQ>
+  static void dot8(const float* q, int32_t head_dim, const typename C::T* const k[8], float out[][8]) {
+    static_assert(NQ == 1);
     __m256 acc[8];
     for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
     int32_t d = 0;
@@ -59,15 +63,17 @@ struct Avx2Rows {
       const __m256 qv = _mm256_loadu_ps(q + d);
       for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, C::load8(k[i] + d), acc[i]);
     }
-    store_lane_sums8(acc, out);
+    store_lane_sums8(acc, out[0]);
     for (int i = 0; i < 8; ++i) {
-      for (int32_t t = d; t < head_dim; ++t) out[i] += q[t] * C::load1(k[i] + t);
+      for (int32_t t = d; t < head_dim; ++t) out[0][i] += q[t] * C::load1(k[i] + t);
     }
   }
 
   // o[d] += p[i] * v_rows[i][d] for the nb rows in order, 64 dimensions at a time in registers.
-  template <class C>
-  static void add_weighted(const typename C::T* const* v_rows, int64_t nb, const float* p, int32_t head_dim, float* o) {
+  template <class C, int NQ>
+  static void add_weighted(const typename C::T* const* v_rows, int64_t nb, const float* p, int64_t /*p_stride*/,
+                           int32_t head_dim, float* o) {
+    static_assert(NQ == 1);
     constexpr int kDims = 64;
     int32_t d0 = 0;
     for (; d0 + kDims <= head_dim; d0 += kDims) {
@@ -90,27 +96,27 @@ struct Avx2Rows {
 }  // namespace
 
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                    int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                     float* scores, float* out) {
-  attention_heads_as_f32<Avx2Rows, F32Cache>(q, 1, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
+  attention_heads_as_f32<Avx2Rows, F32Cache>(q, 1, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out);
 }
 
 void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos, const KvRowMap& rows,
-                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                         float* scores, float* out) {
-  attention_heads_as_f32<Avx2Rows, F16Cache>(q, 1, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
+  attention_heads_as_f32<Avx2Rows, F16Cache>(q, 1, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out);
 }
 
 void attention_heads(const float* q, int32_t n_q, const float* k_cache, const float* v_cache, int64_t n_pos,
-                     const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                     const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                      float* scores, float* out) {
-  attention_heads_as_f32<Avx2Rows, F32Cache>(q, n_q, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
+  attention_heads_as_f32<Avx2Rows, F32Cache>(q, n_q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out);
 }
 
 void attention_heads_f16(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
-                         const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                         const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                          float* scores, float* out) {
-  attention_heads_as_f32<Avx2Rows, F16Cache>(q, n_q, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
+  attention_heads_as_f32<Avx2Rows, F16Cache>(q, n_q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out);
 }
 
 // silu(a) * b with a vector exp: within a few ulp of the scalar twin's std::exp.

@@ -1,9 +1,10 @@
 // AVX-512 VNNI set, attention: the x86 driver (kernels_x86_attention.h) with row kernels 16
-// lanes wide. Per cache row and head, q . k takes one F16 conversion and one FMA per 16
-// elements and o += p * v the same, where the AVX2 set's 8-lane kernels take two conversions
-// and two FMAs (q . k) or two conversions, multiplies and adds (o += p * v, kept apart there):
-// a batched decode step of 8 sequences spent 6.5% of its time in attention at 64-128 cached
-// positions (docs/performance.md).
+// lanes wide, for up to 4 query heads of a kv group per pass. Per cache row, q . k takes one
+// F16 conversion per 16 elements for all of the pass's heads and one FMA per head, o += p * v
+// the same, where the AVX2 set's 8-lane kernels take two conversions and two FMAs (q . k) or
+// two conversions, multiplies and adds (o += p * v, kept apart there) per head. One 2B-4T
+// decode token's attention (4 heads a group) at 128 cached positions: 13.0 -> 8.7 us on one
+// Zen 5 core, against converting per head (bench_cpu_kernels attention_heads_f16).
 //
 // GCC 12's AVX-512 headers seed some intrinsics' results with a self-initialized variable,
 // which -Wuninitialized reports at each use (GCC bug 105593, fixed in 13): silenced for the
@@ -23,53 +24,102 @@ namespace {
 // The lanes of a row's last head_dim % 16 elements.
 __mmask16 tail_mask(int32_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 
+// The 16 lanes of v as 8: lane i + lane i + 8.
+__m256 half_sum(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
 struct Avx512Rows {
-  // q . k for 8 cache rows k[0..7] at once: one 16-lane accumulator per row (each q vector
-  // loaded once for the 8 rows), the last head_dim % 16 elements through masked loads, then
-  // each accumulator's halves added and the 8 rows reduced by store_lane_sums8. F32 and F16
-  // caches take the same steps, so an F16 cache scores exactly as an F32 one holding the
-  // rounded values.
-  template <class C>
-  static void dot8(const float* q, const typename C::T* const k[8], int32_t head_dim, float out[8]) {
-    __m512 acc[8];
-    for (int i = 0; i < 8; ++i) acc[i] = _mm512_setzero_ps();
-    int32_t d = 0;
-    for (; d + 16 <= head_dim; d += 16) {
-      const __m512 qv = _mm512_loadu_ps(q + d);
-      for (int i = 0; i < 8; ++i) acc[i] = _mm512_fmadd_ps(qv, C::load16(k[i] + d), acc[i]);
+  // Query heads per pass: 4 heads x 4 rows are 16 zmm accumulators, next to the 4 rows'
+  // converted elements.
+  static constexpr int32_t kHeads = 4;
+
+  // q . k of NQ heads (q: NQ rows head_dim apart) for 8 cache rows k[0..7], all 8 at once for
+  // up to 2 heads, else 4 at a time (at most 16 accumulators, and for one head still 8
+  // independent FMA chains): each 16 elements of a row loaded and converted once for the NQ
+  // heads, one 16-lane accumulator per head and row, the last head_dim % 16 elements through
+  // masked loads; then each accumulator's halves added and the rows' sums taken by
+  // store_lane_sums8. F32 and F16 caches take the same steps, so an F16 cache scores exactly as
+  // an F32 one holding the rounded values, and a head's sums are the same steps whatever heads
+  // share the pass.
+  template <class C, int NQ>
+  static void dot8(const float* q, int32_t head_dim, const typename C::T* const k[8], float out[][8]) {
+    constexpr int R = NQ <= 2 ? 8 : 4;  // rows per pass
+    for (int r0 = 0; r0 < 8; r0 += R) {
+      const typename C::T* const* kr = k + r0;
+      __m512 acc[NQ][R];
+      for (int h = 0; h < NQ; ++h) {
+        for (int r = 0; r < R; ++r) acc[h][r] = _mm512_setzero_ps();
+      }
+      int32_t d = 0;
+      for (; d + 16 <= head_dim; d += 16) {
+        __m512 kv[R];
+        for (int r = 0; r < R; ++r) kv[r] = C::load16(kr[r] + d);
+        for (int h = 0; h < NQ; ++h) {
+          const __m512 qv = _mm512_loadu_ps(q + int64_t{h} * head_dim + d);
+          for (int r = 0; r < R; ++r) acc[h][r] = _mm512_fmadd_ps(qv, kv[r], acc[h][r]);
+        }
+      }
+      if (d < head_dim) {
+        const __mmask16 m = tail_mask(head_dim - d);
+        __m512 kv[R];
+        for (int r = 0; r < R; ++r) kv[r] = C::load16_masked(kr[r] + d, m);
+        for (int h = 0; h < NQ; ++h) {
+          const __m512 qv = _mm512_maskz_loadu_ps(m, q + int64_t{h} * head_dim + d);
+          for (int r = 0; r < R; ++r) acc[h][r] = _mm512_fmadd_ps(qv, kv[r], acc[h][r]);
+        }
+      }
+      // The (head, row) sums 8 at a time through store_lane_sums8 (each vector's sum is its
+      // own: the tree never mixes two vectors' lanes), padded with zeros.
+      constexpr int kSums = NQ * R;
+      for (int i0 = 0; i0 < kSums; i0 += 8) {
+        __m256 v[8];
+        for (int i = 0; i < 8; ++i) {
+          const int hr = i0 + i < kSums ? i0 + i : i0;
+          v[i] = i0 + i < kSums ? half_sum(acc[hr / R][hr % R]) : _mm256_setzero_ps();
+        }
+        float sums[8];
+        store_lane_sums8(v, sums);
+        for (int i = 0; i < 8 && i0 + i < kSums; ++i) out[(i0 + i) / R][r0 + (i0 + i) % R] = sums[i];
+      }
     }
-    if (d < head_dim) {
-      const __mmask16 m = tail_mask(head_dim - d);
-      const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-      for (int i = 0; i < 8; ++i) acc[i] = _mm512_fmadd_ps(qv, C::load16_masked(k[i] + d, m), acc[i]);
-    }
-    __m256 h[8];
-    for (int i = 0; i < 8; ++i) {
-      h[i] = _mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
-    }
-    store_lane_sums8(h, out);
   }
 
-  // o[d] += p[i] * v_rows[i][d] for the nb rows in order, one FMA per element and row: 128
-  // dimensions at a time in 8 registers, then 16 at a time, the last head_dim % 16 masked.
-  template <class C>
-  static void add_weighted(const typename C::T* const* v_rows, int64_t nb, const float* p, int32_t head_dim, float* o) {
-    constexpr int kVecs = 8;
+  // o[d] += p[i] * v_rows[i][d] for the nb rows in order, for NQ heads (p: NQ rows p_stride
+  // apart, o: NQ rows head_dim apart), one FMA per element, row and head: 128 dimensions (64
+  // for 3-4 heads) of the NQ heads at a time in registers, each row's elements loaded and
+  // converted once for them, then 16 at a time, the last head_dim % 16 masked.
+  template <class C, int NQ>
+  static void add_weighted(const typename C::T* const* v_rows, int64_t nb, const float* p, int64_t p_stride,
+                           int32_t head_dim, float* o) {
+    constexpr int kVecs = NQ <= 2 ? 8 : 4;
     int32_t d0 = 0;
     for (; d0 + 16 * kVecs <= head_dim; d0 += 16 * kVecs) {
-      __m512 acc[kVecs];
-      for (int k = 0; k < kVecs; ++k) acc[k] = _mm512_loadu_ps(o + d0 + 16 * k);
-      for (int64_t i = 0; i < nb; ++i) {
-        const __m512 pv = _mm512_set1_ps(p[i]);
-        for (int k = 0; k < kVecs; ++k) acc[k] = _mm512_fmadd_ps(pv, C::load16(v_rows[i] + d0 + 16 * k), acc[k]);
+      __m512 acc[NQ][kVecs];
+      for (int h = 0; h < NQ; ++h) {
+        for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm512_loadu_ps(o + int64_t{h} * head_dim + d0 + 16 * k);
       }
-      for (int k = 0; k < kVecs; ++k) _mm512_storeu_ps(o + d0 + 16 * k, acc[k]);
+      for (int64_t i = 0; i < nb; ++i) {
+        __m512 vv[kVecs];
+        for (int k = 0; k < kVecs; ++k) vv[k] = C::load16(v_rows[i] + d0 + 16 * k);
+        for (int h = 0; h < NQ; ++h) {
+          const __m512 pv = _mm512_set1_ps(p[h * p_stride + i]);
+          for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm512_fmadd_ps(pv, vv[k], acc[h][k]);
+        }
+      }
+      for (int h = 0; h < NQ; ++h) {
+        for (int k = 0; k < kVecs; ++k) _mm512_storeu_ps(o + int64_t{h} * head_dim + d0 + 16 * k, acc[h][k]);
+      }
     }
     for (; d0 < head_dim; d0 += 16) {
       const __mmask16 m = head_dim - d0 >= 16 ? static_cast<__mmask16>(0xffff) : tail_mask(head_dim - d0);
-      __m512 acc = _mm512_maskz_loadu_ps(m, o + d0);
-      for (int64_t i = 0; i < nb; ++i) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[i]), C::load16_masked(v_rows[i] + d0, m), acc);
-      _mm512_mask_storeu_ps(o + d0, m, acc);
+      __m512 acc[NQ];
+      for (int h = 0; h < NQ; ++h) acc[h] = _mm512_maskz_loadu_ps(m, o + int64_t{h} * head_dim + d0);
+      for (int64_t i = 0; i < nb; ++i) {
+        const __m512 vv = C::load16_masked(v_rows[i] + d0, m);
+        for (int h = 0; h < NQ; ++h) acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * p_stride + i]), vv, acc[h]);
+      }
+      for (int h = 0; h < NQ; ++h) _mm512_mask_storeu_ps(o + int64_t{h} * head_dim + d0, m, acc[h]);
     }
   }
 };
@@ -77,28 +127,28 @@ struct Avx512Rows {
 }  // namespace
 
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores, float* out) {
-  attention_heads_as_f32<Avx512Rows, F32Cache>(q, 1, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale,
+                    int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores, float* out) {
+  attention_heads_as_f32<Avx512Rows, F32Cache>(q, 1, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale,
                                                scores, out);
 }
 
 void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos, const KvRowMap& rows,
-                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores, float* out) {
-  attention_heads_as_f32<Avx512Rows, F16Cache>(q, 1, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale,
+                        int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores, float* out) {
+  attention_heads_as_f32<Avx512Rows, F16Cache>(q, 1, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale,
                                                scores, out);
 }
 
 void attention_heads(const float* q, int32_t n_q, const float* k_cache, const float* v_cache, int64_t n_pos,
-                     const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                     const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                      float* scores, float* out) {
-  attention_heads_as_f32<Avx512Rows, F32Cache>(q, n_q, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale,
+  attention_heads_as_f32<Avx512Rows, F32Cache>(q, n_q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale,
                                                scores, out);
 }
 
 void attention_heads_f16(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
-                         const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                         const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                          float* scores, float* out) {
-  attention_heads_as_f32<Avx512Rows, F16Cache>(q, n_q, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale,
+  attention_heads_as_f32<Avx512Rows, F16Cache>(q, n_q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale,
                                                scores, out);
 }
 

@@ -25,10 +25,10 @@ QuantDotFn quant_dot(GgmlType type);
 
 void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* dst);
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                    int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                     float* scores, float* out);
 void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos, const KvRowMap& rows,
-                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                         float* scores, float* out);
 void silu_mul(const float* a, const float* b, int64_t n, float* dst);
 void relu2_mul(const float* a, const float* b, int64_t n, float* dst);

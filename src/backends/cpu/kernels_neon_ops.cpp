@@ -96,11 +96,11 @@ float dot_cache(const float* a, const typename C::T* b, int64_t n) {
 // fusion), 64 dimensions at a time kept in registers.
 template <class C>
 void attention_head_as_f32(const float* q, const typename C::T* k_cache, const typename C::T* v_cache, int64_t n_pos, const KvRowMap& rows,
-                           int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores,
+                           int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale, float* scores,
                            float* out) {
   float max_score = -INFINITY;
   for (int64_t j = 0; j < n_pos; ++j) {
-    scores[j] = dot_cache<C>(q, k_cache + rows.row(j) * n_embd_kv + kv_off, head_dim) * kq_scale;
+    scores[j] = dot_cache<C>(q, k_cache + rows.row(j) * row_stride + kv_off, head_dim) * kq_scale;
     max_score = std::max(max_score, scores[j]);
   }
   // exp 4 scores at a time (exp_ps, within 2 ulp of std::exp, as llama.cpp's vector softmax),
@@ -127,7 +127,7 @@ void attention_head_as_f32(const float* q, const typename C::T* k_cache, const t
     float32x4_t acc[kDims / 4];
     for (auto& a : acc) a = vdupq_n_f32(0.0f);
     for (int64_t j = 0; j < n_pos; ++j) {
-      const typename C::T* v = v_cache + rows.row(j) * n_embd_kv + kv_off + d0;
+      const typename C::T* v = v_cache + rows.row(j) * row_stride + kv_off + d0;
       const float32x4_t p = vdupq_n_f32(scores[j]);
       for (int k = 0; k < kDims / 4; ++k) acc[k] = vaddq_f32(acc[k], vmulq_f32(p, C::load4(v + 4 * k)));
     }
@@ -135,7 +135,7 @@ void attention_head_as_f32(const float* q, const typename C::T* k_cache, const t
   }
   for (int32_t d = d0; d < head_dim; ++d) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < n_pos; ++j) acc += scores[j] * C::load1(v_cache + rows.row(j) * n_embd_kv + kv_off + d);
+    for (int64_t j = 0; j < n_pos; ++j) acc += scores[j] * C::load1(v_cache + rows.row(j) * row_stride + kv_off + d);
     out[d] = acc;
   }
 }
@@ -143,15 +143,15 @@ void attention_head_as_f32(const float* q, const typename C::T* k_cache, const t
 }  // namespace
 
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                    int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                     float* scores, float* out) {
-  attention_head_as_f32<F32Cache>(q, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
+  attention_head_as_f32<F32Cache>(q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out);
 }
 
 void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos, const KvRowMap& rows,
-                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                         float* scores, float* out) {
-  attention_head_as_f32<F16Cache>(q, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale, scores, out);
+  attention_head_as_f32<F16Cache>(q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out);
 }
 
 // silu(a) * b with a vector exp: within a few ulp of the scalar twin's std::exp.

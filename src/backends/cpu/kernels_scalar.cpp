@@ -119,11 +119,11 @@ float dot_as_f32(const float* a, const T* b, int64_t n, Load load) {
 // attention_head over a cache of T: one body for F32 and F16, so that an F16 cache gives the
 // F32 result on its rounded values bit for bit.
 template <class T, class Load>
-void attention_head_as_f32(const float* q, const T* k_cache, const T* v_cache, int64_t n_pos, const KvRowMap& rows, int64_t n_embd_kv,
+void attention_head_as_f32(const float* q, const T* k_cache, const T* v_cache, int64_t n_pos, const KvRowMap& rows, int64_t row_stride,
                            int64_t kv_off, int32_t head_dim, float kq_scale, float* scores, float* out, Load load) {
   float max_score = -INFINITY;
   for (int64_t j = 0; j < n_pos; ++j) {
-    scores[j] = dot_as_f32(q, k_cache + rows.row(j) * n_embd_kv + kv_off, head_dim, load) * kq_scale;
+    scores[j] = dot_as_f32(q, k_cache + rows.row(j) * row_stride + kv_off, head_dim, load) * kq_scale;
     max_score = std::max(max_score, scores[j]);
   }
   double sum = 0.0;
@@ -135,7 +135,7 @@ void attention_head_as_f32(const float* q, const T* k_cache, const T* v_cache, i
   std::fill_n(out, head_dim, 0.0f);
   for (int64_t j = 0; j < n_pos; ++j) {
     const float p = scores[j] * inv_sum;
-    const T* v = v_cache + rows.row(j) * n_embd_kv + kv_off;
+    const T* v = v_cache + rows.row(j) * row_stride + kv_off;
     for (int32_t d = 0; d < head_dim; ++d) out[d] += p * load(v[d]);
   }
 }
@@ -357,15 +357,15 @@ void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* d
 }
 
 void attention_head(const float* q, const float* k_cache, const float* v_cache, int64_t n_pos, const KvRowMap& rows,
-                    int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                    int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                     float* scores, float* out) {
-  attention_head_as_f32(q, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale, scores, out, F32Load{});
+  attention_head_as_f32(q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out, F32Load{});
 }
 
 void attention_head_f16(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos, const KvRowMap& rows,
-                        int64_t n_embd_kv, int64_t kv_off, int32_t head_dim, float kq_scale,
+                        int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                         float* scores, float* out) {
-  attention_head_as_f32(q, k_cache, v_cache, n_pos, rows, n_embd_kv, kv_off, head_dim, kq_scale, scores, out, F16Load{});
+  attention_head_as_f32(q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out, F16Load{});
 }
 
 void silu_mul(const float* a, const float* b, int64_t n, float* dst) {

@@ -2,7 +2,8 @@
 // kernels_avx512vnni_ops.cpp): exp_ps, the cache element loaders, the softmax, the 8-row sum
 // (store_lane_sums8) and the driver over one kv head's query heads (attention_heads_as_f32).
 // Each set brings its own two row kernels (Rows::dot8, q . k for 8 cache rows;
-// Rows::add_weighted, o += p * v in position order), 8 lanes wide in the AVX2 set, 16 in the
+// Rows::add_weighted, o += p * v in position order), for up to Rows::kHeads query heads at once:
+// 8 lanes wide and one head in the AVX2 set (16 ymm registers), 16 lanes and 4 heads in the
 // AVX-512 one.
 //
 // Internal linkage (anonymous namespace), as kernels_x86_qdot_common.h: each including file
@@ -99,16 +100,39 @@ inline void store_lane_sums8(const __m256 v[8], float out[8]) {
 // head_dim 128) stay in L1 while every query head of the group adds them in.
 constexpr int64_t kPosBlock = 64;
 
+// How far ahead of the 8 rows being scored their K rows are prefetched (and V rows a block
+// ahead): a paged cache's blocks need not follow one another, and a decode step's cache comes
+// from memory. One decode token over a layer of 2B-4T's F16 cache at 4096 positions on 2 Zen 5
+// threads: 21-23 GB/s without, 32-38 with (bench_cpu_kernels attention_streamed_f16).
+constexpr int64_t kPrefetchRows = 32;
+
+template <class T>
+[[gnu::always_inline]] inline void prefetch_row(const T* p, int32_t n) {
+  const char* b = reinterpret_cast<const char*>(p);
+  for (int64_t o = 0; o < int64_t{n} * static_cast<int64_t>(sizeof(T)); o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
+}
+
+// Calls f.template operator()<N>() for n in [1, Max], N = n: the row kernels' head count is a
+// template parameter (their accumulators are arrays sized by it).
+template <int Max, class F>
+[[gnu::always_inline]] inline void with_heads(int32_t n, F&& f) {
+  if constexpr (Max > 1) {
+    if (n < Max) return with_heads<Max - 1>(n, f);
+  }
+  f.template operator()<Max>();
+}
+
 // Attention of n_q query heads (q: n_q rows of head_dim) that share one kv head: the scores 8
 // positions at a time (Rows::dot8), the softmax above, the weighted sum of V adding p * v per
 // element in position order (Rows::add_weighted) per block of kPosBlock positions, each head's
-// partial sums stored and reloaded between blocks (which leaves every value as it was). Each K
-// and V row is read from memory once for the group instead of once per head (the other heads
-// find it in L1), and each head's output equals the group of one's, bit for bit. (Converting a
-// group's F16 rows to floats once for its heads measured slower than converting per head.)
+// partial sums stored and reloaded between blocks (which leaves every value as it was). The row
+// kernels take up to Rows::kHeads heads per pass, each cache element loaded (and converted from
+// F16) once for them; each head's products and sums are the same steps whatever heads share its
+// pass, so each head's output equals the group of one's, bit for bit. Each K and V row is read
+// from memory once for the group.
 template <class Rows, class C>
 void attention_heads_as_f32(const float* q, int32_t n_q, const typename C::T* k_cache, const typename C::T* v_cache,
-                            int64_t n_pos, const KvRowMap& rows, int64_t n_embd_kv, int64_t kv_off, int32_t head_dim,
+                            int64_t n_pos, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
                             float kq_scale, float* scores, float* out) {
   float max_score[kMaxGroupHeads];
   for (int32_t h = 0; h < n_q; ++h) max_score[h] = -INFINITY;
@@ -116,16 +140,25 @@ void attention_heads_as_f32(const float* q, int32_t n_q, const typename C::T* k_
     // 8 rows at a time; past the last position the last row again (its lanes are not kept), so
     // every score takes the same steps whatever n_pos is.
     const typename C::T* k[8];
-    for (int i = 0; i < 8; ++i) k[i] = k_cache + rows.row(j0 + i < n_pos ? j0 + i : n_pos - 1) * n_embd_kv + kv_off;
+    for (int i = 0; i < 8; ++i) k[i] = k_cache + rows.row(j0 + i < n_pos ? j0 + i : n_pos - 1) * row_stride + kv_off;
+    if (j0 + kPrefetchRows + 8 <= n_pos) {
+      for (int i = 0; i < 8; ++i) prefetch_row(k_cache + rows.row(j0 + kPrefetchRows + i) * row_stride + kv_off, head_dim);
+    }
     const int64_t nb = n_pos - j0 < 8 ? n_pos - j0 : 8;
-    for (int32_t h = 0; h < n_q; ++h) {
-      float dots[8];
-      Rows::template dot8<C>(q + int64_t{h} * head_dim, k, head_dim, dots);
-      for (int64_t i = 0; i < nb; ++i) {
-        const float s = dots[i] * kq_scale;
-        scores[h * n_pos + j0 + i] = s;
-        max_score[h] = s > max_score[h] ? s : max_score[h];  // as std::max (no std template in an ISA file)
-      }
+    for (int32_t h0 = 0; h0 < n_q; h0 += Rows::kHeads) {
+      with_heads<Rows::kHeads>(n_q - h0, [&]<int NQ>() {
+        float dots[NQ][8];
+        Rows::template dot8<C, NQ>(q + int64_t{h0} * head_dim, head_dim, k, dots);
+        for (int32_t h = 0; h < NQ; ++h) {
+          float* sh = scores + (h0 + h) * n_pos + j0;
+          float& mh = max_score[h0 + h];
+          for (int64_t i = 0; i < nb; ++i) {
+            const float s = dots[h][i] * kq_scale;
+            sh[i] = s;
+            mh = s > mh ? s : mh;  // as std::max (no std template in an ISA file)
+          }
+        }
+      });
     }
   }
   for (int32_t h = 0; h < n_q; ++h) softmax_scores(scores + h * n_pos, n_pos, max_score[h]);
@@ -133,9 +166,16 @@ void attention_heads_as_f32(const float* q, int32_t n_q, const typename C::T* k_
   const typename C::T* v_rows[kPosBlock];
   for (int64_t j0 = 0; j0 < n_pos; j0 += kPosBlock) {
     const int64_t nb = n_pos - j0 < kPosBlock ? n_pos - j0 : kPosBlock;
-    for (int64_t i = 0; i < nb; ++i) v_rows[i] = v_cache + rows.row(j0 + i) * n_embd_kv + kv_off;
-    for (int32_t h = 0; h < n_q; ++h) {
-      Rows::template add_weighted<C>(v_rows, nb, scores + h * n_pos + j0, head_dim, out + int64_t{h} * head_dim);
+    for (int64_t i = 0; i < nb; ++i) v_rows[i] = v_cache + rows.row(j0 + i) * row_stride + kv_off;
+    // The next block's rows, while this one is summed.
+    for (int64_t i = j0 + kPosBlock; i < n_pos && i < j0 + 2 * kPosBlock; ++i) {
+      prefetch_row(v_cache + rows.row(i) * row_stride + kv_off, head_dim);
+    }
+    for (int32_t h0 = 0; h0 < n_q; h0 += Rows::kHeads) {
+      with_heads<Rows::kHeads>(n_q - h0, [&]<int NQ>() {
+        Rows::template add_weighted<C, NQ>(v_rows, nb, scores + h0 * n_pos + j0, n_pos, head_dim,
+                                           out + int64_t{h0} * head_dim);
+      });
     }
   }
 }
