@@ -74,6 +74,7 @@ struct ModelSummary {
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
+  int64_t n_embd_kv = 0;      // n_head_kv x head size: K (and V) elements a layer caches per position
   int64_t n_ff = 0;
   bool tied_head = false;
   std::string weight_types;   // e.g. "f32:13 i2_s:14 f16:1"

@@ -55,6 +55,7 @@ ModelSummary summarize_model(const Network& m, const hal::Backend* backend) {
   s.n_layer = c.n_layer;
   s.n_head = c.n_head;
   s.n_head_kv = c.n_head_kv;
+  s.n_embd_kv = c.n_embd_kv();
   s.n_ff = c.n_ff;
   s.tied_head = m.tied_head();
   std::map<std::string, int> types;

@@ -33,7 +33,11 @@ double Row::stddev_ts() const {
 }
 
 double Row::gbps() const {
-  return n_gen > 0 ? static_cast<double>(bytes_per_token) * avg_ts() / static_cast<double>(n_parallel) / 1e9 : 0.0;
+  if (n_gen <= 0) return 0.0;
+  const double positions = static_cast<double>(n_depth) + static_cast<double>(n_gen + 1) / 2.0;
+  const double step_bytes = static_cast<double>(bytes_per_token) +
+                            static_cast<double>(n_parallel) * static_cast<double>(kv_bytes_per_pos) * positions;
+  return step_bytes * avg_ts() / static_cast<double>(n_parallel) / 1e9;
 }
 
 Row describe(const Model& engine, const std::string& path, const std::string& head_type) {
@@ -48,6 +52,7 @@ Row describe(const Model& engine, const std::string& path, const std::string& he
   r.backend = engine.backend_name();
   r.head_type = head_type;
   r.kv_type = engine.kv_type();
+  r.kv_bytes_per_pos = static_cast<uint64_t>(2 * m.n_layer * m.n_embd_kv) * (r.kv_type == "f32" ? 4u : 2u);
   // A real GPU's weights stream from its own memory: its peak is the bound, not the host's
   // read bandwidth (software devices, PoCL and lavapipe, run on the host and keep that).
   if (engine.device().is_gpu) {
@@ -115,6 +120,7 @@ nlohmann::ordered_json to_json(const Row& r) {
           {"type_k", r.kv_type},  // llama-bench's names; K and V share one type here
           {"type_v", r.kv_type},
           {"bytes_per_token", r.bytes_per_token},
+          {"kv_bytes_per_pos", r.kv_bytes_per_pos},
           {"gbps", r.gbps()},
           {"membw_gbps", r.membw_gbps},
           {"membw_source", r.device_peak ? "device peak" : "host read"},

@@ -17,6 +17,9 @@ struct Row {
   uint64_t model_size = 0;     // bytes of all weights
   uint64_t n_params = 0;
   uint64_t bytes_per_token = 0;
+  // K and V bytes of one cached position over all layers: a decode step reads them for every
+  // position its token attends to (0: not counted).
+  uint64_t kv_bytes_per_pos = 0;
   std::string backend;         // device id, naming the kernel set: "cpu-avx2"
   std::string head_type;       // "" = as stored
   std::string kv_type;         // the KV cache's elements as the backend stores them: "f16" | "f32"
@@ -36,7 +39,10 @@ struct Row {
   std::string test_name() const;  // "pp128", "tg64", "tg64 np8" (8 sequences), "tg64 @ d4096"
   double avg_ts() const;
   double stddev_ts() const;
-  double gbps() const;            // decode: bytes_per_token x steps/s (a step reads the weights once)
+  // Decode: bytes read per second, the weights once per step (bytes_per_token) and each
+  // sequence's cache: kv_bytes_per_pos x the positions its tokens attend to on average (a tg
+  // test's n_gen tokens after n_depth attend to n_depth + (n_gen + 1) / 2).
+  double gbps() const;
 };
 
 // The fields every row of one engine shares.

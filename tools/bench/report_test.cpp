@@ -42,6 +42,12 @@ TEST(BenchReport, StatisticsAndBandwidth) {
   Row deep = r;
   deep.n_depth = 4096;                   // llama-bench's name for a test after 4096 tokens
   EXPECT_EQ(deep.test_name(), "tg64 @ d4096");
+  EXPECT_DOUBLE_EQ(deep.gbps(), 12.0) << "no cache bytes given: the weights alone";
+  // 1000 bytes per cached position: each token attends to 4096 + 32.5 positions on average.
+  deep.kv_bytes_per_pos = 1000;
+  EXPECT_DOUBLE_EQ(deep.gbps(), (1e9 + 1000 * 4128.5) * 12.0 / 1e9);
+  np.kv_bytes_per_pos = 1000;            // each of the 4 sequences' caches, 32.5 positions each
+  EXPECT_DOUBLE_EQ(np.gbps(), (1e9 + 4 * 1000 * 32.5) * 3.0 / 1e9);
   p.n_depth = 512;
   EXPECT_EQ(p.test_name(), "pp128 @ d512");
 }
