@@ -3,6 +3,8 @@
 // destroyed), a fork shares its prefix blocks, a full pool and every misuse are clean errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "bitnet/devices.h"
@@ -173,6 +175,47 @@ TEST(BatchPool, APagedSessionEqualsThePlainCache) {
   auto engine = Engine::load(options(16, 256));
   ASSERT_TRUE(engine.ok());
   EXPECT_TRUE((*engine)->open_session().ok());
+}
+
+// Past kAttentionPartPositions (512) cached positions the CPU splits a token's attention into
+// parts merged afterwards (600 positions: two). The logits agree with the scalar set's, which
+// attends to all positions in one pass, and stay so next to a short session in one step and on
+// 2 threads (not bit for bit: a step of two tokens runs the float head as a tile).
+TEST(BatchPool, LongContextsSplitAgreeWithTheScalarSetAloneBatchedAndOnMoreThreads) {
+  const auto eval_long = [](const std::string& isa, int threads, bool with_short) -> std::vector<float> {
+    EngineOptions o = options(16, 1024);
+    o.cpu_isa = isa;
+    o.n_threads = threads;
+    auto m = Model::load(o);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    if (!m.ok()) return {};
+    Session a = open(**m);
+    Session b = open(**m);
+    std::vector<int32_t> prompt(600);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + (i * 37) % 500);
+    EXPECT_TRUE((*m)->step(Batch{{&a, prompt, 0}}).ok());
+    const std::vector<int32_t> short_prompt(prompt.begin(), prompt.begin() + 20);
+    EXPECT_TRUE((*m)->step(Batch{{&b, short_prompt, 0}}).ok());
+    const std::vector<int32_t> next = {42}, other = {7};
+    Batch batch = {{&a, next, 0}};
+    if (with_short) batch.push_back({&b, other, 0});
+    auto out = (*m)->step(batch);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    return out.ok() ? (*out)[0].logits : std::vector<float>{};
+  };
+  const std::vector<float> scalar = eval_long("scalar", 1, false);
+  ASSERT_FALSE(scalar.empty());
+  float max_abs = 0.0f;
+  for (float x : scalar) max_abs = std::max(max_abs, std::abs(x));
+  const auto expect_near = [&](const std::vector<float>& got, const char* what) {
+    ASSERT_EQ(got.size(), scalar.size()) << what;
+    float max_diff = 0.0f;
+    for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::abs(got[i] - scalar[i]));
+    EXPECT_LT(max_diff, 1e-4f * max_abs) << what;
+  };
+  expect_near(eval_long("", 1, false), "alone");
+  expect_near(eval_long("", 1, true), "next to a short session");
+  expect_near(eval_long("", 2, true), "on 2 threads");
 }
 
 // fork shares whole blocks of a prefix: the fork continues exactly as a session that

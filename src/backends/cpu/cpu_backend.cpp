@@ -18,6 +18,7 @@
 #include "core/aligned_vector.h"
 #include "core/check.h"
 #include "core/cpu_features.h"
+#include "backends/cpu/attention_split.h"
 #include "core/huge_pages.h"
 #include "core/thread_pool.h"
 #include "hal/validate.h"
@@ -266,6 +267,7 @@ class CpuBackend final : public hal::Backend {
   ZeroedBytes k_cache_;
   ZeroedBytes v_cache_;
   ZeroedBytes scores_;   // [n_threads][n_ctx] floats
+  AttentionSplit attention_split_;  // attention's work items, long contexts in parts
   std::vector<ActBuffer> acts_;
   AlignedVector<int8_t> ordered_act_;  // a matmul's Q8 input in its kernels' column order
   KernelsUsed kernels_used_;
@@ -662,20 +664,39 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   int32_t shift = 0;
   while ((int64_t{1} << shift) < kv_rows_.block_size) ++shift;
   // Work items of `heads` query heads of one kv head (all of its group where that leaves enough
-  // items for the threads): the set's attention_heads reads the group's cache rows once.
+  // items for the threads, or where long contexts are split into parts, which make the items):
+  // the set's attention_heads reads the group's cache rows once.
   const bool grouped = f16 ? kernels_->attention_heads_f16 != nullptr : kernels_->attention_heads != nullptr;
-  const int32_t heads = grouped ? group_heads(group, graph.n_tokens * p.n_head, pool_.n_threads()) : 1;
-  pool_.parallel_for(graph.n_tokens * (p.n_head / heads), min_chunk(work * heads), [&](int slot, int64_t i0, int64_t i1) {
+  const bool can_split = f16 ? kernels_->attention_heads_part_f16 != nullptr : kernels_->attention_heads_part != nullptr;
+  const bool split = can_split && max_pos + 1 > kAttentionPartPositions;
+  const int32_t heads = grouped ? group_heads(group, split ? int64_t{1} << 40 : graph.n_tokens * p.n_head, pool_.n_threads()) : 1;
+  const int64_t head_items = p.n_head / heads;
+  attention_split_.plan(kv_rows_.pos, head_items, heads, p.head_dim, split);
+  const int64_t item_work = std::min(work, kAttentionPartPositions * p.head_dim * 2) * heads;
+  pool_.parallel_for(attention_split_.n_items(), min_chunk(item_work), [&](int slot, int64_t i0, int64_t i1) {
     float* scores = scores_.as<float>() + static_cast<int64_t>(slot) * kMaxGroupHeads * kv_.n_ctx;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / (p.n_head / heads);
-      const int32_t h = static_cast<int32_t>(i % (p.n_head / heads)) * heads;  // the first of the item's heads
+      const AttentionSplit::Item it = attention_split_.item(i);
+      const int64_t t = it.token;
+      const int32_t h = static_cast<int32_t>(it.head_item) * heads;  // the first of the item's heads
       const int64_t kv_off = kv_head_offset(h / group, p.head_dim);
       const float* q_head = q + t * n_embd + h * p.head_dim;
       float* out_head = out + t * n_embd + h * p.head_dim;
-      const int64_t n_pos = kv_rows_.pos[static_cast<size_t>(t)] + 1;
+      const int64_t n_pos = it.j_end;
       const KvRowMap rows{paged ? kv_rows_.table(t) : nullptr, shift};
-      if (f16 && grouped) {
+      if (it.n_parts > 1) {
+        float* part = attention_split_.part_out(it);
+        if (f16) {
+          kernels_->attention_heads_part_f16(q_head, heads, k_cache_.as<uint16_t>() + layer, v_cache_.as<uint16_t>() + layer,
+                                             it.j_begin, it.j_end, rows, p.head_dim, kv_off, p.head_dim, p.kq_scale, scores,
+                                             part, attention_split_.part_max(it), attention_split_.part_sum(it));
+        } else {
+          kernels_->attention_heads_part(q_head, heads, k_cache_.as<float>() + layer, v_cache_.as<float>() + layer,
+                                         it.j_begin, it.j_end, rows, p.head_dim, kv_off, p.head_dim, p.kq_scale, scores, part,
+                                         attention_split_.part_max(it), attention_split_.part_sum(it));
+        }
+        if (attention_split_.finish_part(it)) attention_split_.combine(it, out_head);
+      } else if (f16 && grouped) {
         kernels_->attention_heads_f16(q_head, heads, k_cache_.as<uint16_t>() + layer, v_cache_.as<uint16_t>() + layer,
                                       n_pos, rows, p.head_dim, kv_off, p.head_dim, p.kq_scale, scores, out_head);
       } else if (f16) {

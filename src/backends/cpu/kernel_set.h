@@ -157,6 +157,18 @@ struct KernelSet {
   void (*attention_heads_f16)(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache,
                               int64_t n_pos, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
                               float kq_scale, float* scores, float* out) = nullptr;
+  // One part of attention_heads split over positions: the positions [j_begin, j_end) only,
+  // scores (j_end - j_begin) floats per head. For each head h, max_out[h] = m, its largest
+  // score there, sum_out[h] = the sum of p_j = exp(s_j - m), and out (n_q rows of head_dim) =
+  // the sum of p_j v_j, not divided (combine_attention_parts merges the parts). Null: the
+  // backend does not split.
+  void (*attention_heads_part)(const float* q, int32_t n_q, const float* k_cache, const float* v_cache, int64_t j_begin,
+                               int64_t j_end, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
+                               float kq_scale, float* scores, float* out, float* max_out, double* sum_out) = nullptr;
+  void (*attention_heads_part_f16)(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache,
+                                   int64_t j_begin, int64_t j_end, const KvRowMap& rows, int64_t row_stride, int64_t kv_off,
+                                   int32_t head_dim, float kq_scale, float* scores, float* out, float* max_out,
+                                   double* sum_out) = nullptr;
   void (*silu_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*relu2_mul)(const float* a, const float* b, int64_t n, float* dst);
   void (*add)(const float* a, const float* b, int64_t n, float* dst);

@@ -38,6 +38,12 @@ void attention_heads(const float* q, int32_t n_q, const float* k_cache, const fl
 void attention_heads_f16(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t n_pos,
                          const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim, float kq_scale,
                          float* scores, float* out);
+void attention_heads_part(const float* q, int32_t n_q, const float* k_cache, const float* v_cache, int64_t j_begin,
+                          int64_t j_end, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
+                          float kq_scale, float* scores, float* out, float* max_out, double* sum_out);
+void attention_heads_part_f16(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t j_begin,
+                              int64_t j_end, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
+                              float kq_scale, float* scores, float* out, float* max_out, double* sum_out);
 void silu_mul(const float* a, const float* b, int64_t n, float* dst);
 void relu2_mul(const float* a, const float* b, int64_t n, float* dst);
 void add(const float* a, const float* b, int64_t n, float* dst);
@@ -58,5 +64,7 @@ decltype(avx2::attention_head) attention_head;
 decltype(avx2::attention_head_f16) attention_head_f16;
 decltype(avx2::attention_heads) attention_heads;
 decltype(avx2::attention_heads_f16) attention_heads_f16;
+decltype(avx2::attention_heads_part) attention_heads_part;
+decltype(avx2::attention_heads_part_f16) attention_heads_part_f16;
 
 }  // namespace bitnet::cpu::avx512vnni

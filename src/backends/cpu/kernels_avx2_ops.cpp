@@ -119,6 +119,20 @@ void attention_heads_f16(const float* q, int32_t n_q, const uint16_t* k_cache, c
   attention_heads_as_f32<Avx2Rows, F16Cache>(q, n_q, k_cache, v_cache, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out);
 }
 
+void attention_heads_part(const float* q, int32_t n_q, const float* k_cache, const float* v_cache, int64_t j_begin,
+                          int64_t j_end, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
+                          float kq_scale, float* scores, float* out, float* max_out, double* sum_out) {
+  attend_positions<Avx2Rows, F32Cache>(q, n_q, k_cache, v_cache, j_begin, j_end, rows, row_stride, kv_off, head_dim, kq_scale,
+                                   scores, out, max_out, sum_out);
+}
+
+void attention_heads_part_f16(const float* q, int32_t n_q, const uint16_t* k_cache, const uint16_t* v_cache, int64_t j_begin,
+                              int64_t j_end, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
+                              float kq_scale, float* scores, float* out, float* max_out, double* sum_out) {
+  attend_positions<Avx2Rows, F16Cache>(q, n_q, k_cache, v_cache, j_begin, j_end, rows, row_stride, kv_off, head_dim, kq_scale,
+                                   scores, out, max_out, sum_out);
+}
+
 // silu(a) * b with a vector exp: within a few ulp of the scalar twin's std::exp.
 void silu_mul(const float* a, const float* b, int64_t n, float* dst) {
   const __m256 one = _mm256_set1_ps(1.0f);

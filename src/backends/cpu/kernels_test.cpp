@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "backends/cpu/attention_split.h"
 #include "backends/cpu/kernel_test_util.h"
 #include "core/fp16.h"
 #include "quant/quant.h"
@@ -207,6 +208,69 @@ TEST_P(FloatMatchesTwin, AttentionHeadsOfAGroupEqualEachHeadAlone) {
                                   scores.data(), got.data());
           }
           ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << what << (f16 ? " f16" : " f32");
+        }
+      }
+    }
+  }
+}
+
+// attention_heads_part over consecutive ranges of positions, merged by combine_attention_parts,
+// gives the whole attention: against the scalar twin's, for both cache types, through a block
+// table, on parts of the backend's size and of an odd one, the last part shorter.
+TEST_P(FloatMatchesTwin, AttentionPartsCombineToTheWhole) {
+  if (set().attention_heads_part == nullptr || set().attention_heads_part_f16 == nullptr) {
+    GTEST_SKIP() << set().name << " has no split attention (the backend attends to all positions in one call)";
+  }
+  std::mt19937 rng(14);
+  constexpr int32_t kShift = 4;
+  for (int32_t head_dim : {64, 72, 128}) {
+    for (int64_t n_pos : {1, 100, 513, 1300}) {
+      for (int64_t part : {kAttentionPartPositions, int64_t{37}}) {
+        const int32_t n_q = 3;
+        const int64_t row_stride = 2 * head_dim, kv_off = head_dim;
+        const int64_t n_blocks = (n_pos >> kShift) + 2;
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 7 + 3) % table.size());
+        const KvRowMap rows{table.data(), kShift};
+        const auto q = random_floats(int64_t{n_q} * head_dim, rng);
+        // Scores spread over several units, so that the parts' maxima differ.
+        const auto k = random_floats(n_blocks * (1 << kShift) * row_stride, rng, 3.0f);
+        const auto v = random_floats(n_blocks * (1 << kShift) * row_stride, rng);
+        std::vector<uint16_t> k16(k.size()), v16(v.size());
+        fp32_to_fp16_row(k.data(), static_cast<int64_t>(k.size()), k16.data());
+        fp32_to_fp16_row(v.data(), static_cast<int64_t>(v.size()), v16.data());
+        std::vector<float> k_rounded(k.size()), v_rounded(v.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+          k_rounded[i] = fp16_to_fp32(k16[i]);
+          v_rounded[i] = fp16_to_fp32(v16[i]);
+        }
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        const int64_t n_parts = (n_pos + part - 1) / part;
+        for (const bool f16 : {false, true}) {
+          const std::string what = "head_dim " + std::to_string(head_dim) + " n_pos " + std::to_string(n_pos) + " part " +
+                                   std::to_string(part) + (f16 ? " f16" : " f32");
+          std::vector<float> want(q.size()), got(q.size());
+          std::vector<float> scores(static_cast<size_t>(n_pos));
+          for (int32_t h = 0; h < n_q; ++h) {
+            scalar::attention_head(q.data() + h * head_dim, f16 ? k_rounded.data() : k.data(), f16 ? v_rounded.data() : v.data(),
+                                   n_pos, rows, row_stride, kv_off, head_dim, scale, scores.data(), want.data() + h * head_dim);
+          }
+          std::vector<float> outs(static_cast<size_t>(n_parts * n_q * head_dim), NAN), maxes(static_cast<size_t>(n_parts * n_q));
+          std::vector<double> sums(maxes.size());
+          std::vector<float> part_scores(static_cast<size_t>(n_q * part));
+          for (int64_t c = 0; c < n_parts; ++c) {
+            const int64_t j1 = std::min(n_pos, (c + 1) * part);
+            float* o = outs.data() + c * n_q * head_dim;
+            if (f16) {
+              set().attention_heads_part_f16(q.data(), n_q, k16.data(), v16.data(), c * part, j1, rows, row_stride, kv_off, head_dim,
+                                             scale, part_scores.data(), o, maxes.data() + c * n_q, sums.data() + c * n_q);
+            } else {
+              set().attention_heads_part(q.data(), n_q, k.data(), v.data(), c * part, j1, rows, row_stride, kv_off, head_dim, scale,
+                                         part_scores.data(), o, maxes.data() + c * n_q, sums.data() + c * n_q);
+            }
+          }
+          combine_attention_parts(n_parts, n_q, head_dim, outs.data(), maxes.data(), sums.data(), got.data());
+          expect_close(got, want, 1e-5, what);
         }
       }
     }

@@ -64,9 +64,9 @@ struct F16Cache {
 #endif
 };
 
-// One head's scores [n_pos] into probabilities in place: exp(s - max) 8 at a time (exp_ps,
-// within 2 ulp of std::exp, as llama.cpp's vector softmax), summed in double, times 1 / sum.
-void softmax_scores(float* scores, int64_t n_pos, float max_score) {
+// One head's scores [n_pos] into exp(s - max) in place, 8 at a time (exp_ps, within 2 ulp of
+// std::exp, as llama.cpp's vector softmax); returns their sum, in double.
+double exp_scores(float* scores, int64_t n_pos, float max_score) {
   const __m256 max_v = _mm256_set1_ps(max_score);
   __m256d sum_v[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
   int64_t j0 = 0;
@@ -83,7 +83,12 @@ void softmax_scores(float* scores, int64_t n_pos, float max_score) {
     scores[j] = std::exp(scores[j] - max_score);
     sum += scores[j];
   }
-  const float inv_sum = static_cast<float>(1.0 / sum);
+  return sum;
+}
+
+// One head's scores [n_pos] into probabilities in place: exp_scores, times 1 / sum.
+void softmax_scores(float* scores, int64_t n_pos, float max_score) {
+  const float inv_sum = static_cast<float>(1.0 / exp_scores(scores, n_pos, max_score));
   for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv_sum;
 }
 
@@ -122,35 +127,39 @@ template <int Max, class F>
   f.template operator()<Max>();
 }
 
-// Attention of n_q query heads (q: n_q rows of head_dim) that share one kv head: the scores 8
-// positions at a time (Rows::dot8), the softmax above, the weighted sum of V adding p * v per
-// element in position order (Rows::add_weighted) per block of kPosBlock positions, each head's
-// partial sums stored and reloaded between blocks (which leaves every value as it was). The row
-// kernels take up to Rows::kHeads heads per pass, each cache element loaded (and converted from
-// F16) once for them; each head's products and sums are the same steps whatever heads share its
-// pass, so each head's output equals the group of one's, bit for bit. Each K and V row is read
-// from memory once for the group.
+// Attention of n_q query heads (q: n_q rows of head_dim) that share one kv head, over cached
+// positions [j_begin, j_end): the scores 8 positions at a time (Rows::dot8), exp_scores, the
+// weighted sum of V adding p * v per element in position order (Rows::add_weighted) per block
+// of kPosBlock positions, each head's partial sums stored and reloaded between blocks (which
+// leaves every value as it was). The row kernels take up to Rows::kHeads heads per pass, each
+// cache element loaded (and converted from F16) once for them; each head's products and sums
+// are the same steps whatever heads share its pass, so each head's output equals the group of
+// one's, bit for bit. Each K and V row is read from memory once for the group.
+// max_out null: p is the softmax (the whole attention); else p = exp(s - m) as it is, and
+// max_out / sum_out get each head's m and sum of p (a part of a split attention).
 template <class Rows, class C>
-void attention_heads_as_f32(const float* q, int32_t n_q, const typename C::T* k_cache, const typename C::T* v_cache,
-                            int64_t n_pos, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
-                            float kq_scale, float* scores, float* out) {
+void attend_positions(const float* q, int32_t n_q, const typename C::T* k_cache, const typename C::T* v_cache,
+                      int64_t j_begin, int64_t j_end, const KvRowMap& rows, int64_t row_stride, int64_t kv_off,
+                      int32_t head_dim, float kq_scale, float* scores, float* out, float* max_out, double* sum_out) {
+  const int64_t n = j_end - j_begin;
+  const auto row = [&](const typename C::T* cache, int64_t j) { return cache + rows.row(j_begin + j) * row_stride + kv_off; };
   float max_score[kMaxGroupHeads];
   for (int32_t h = 0; h < n_q; ++h) max_score[h] = -INFINITY;
-  for (int64_t j0 = 0; j0 < n_pos; j0 += 8) {
+  for (int64_t j0 = 0; j0 < n; j0 += 8) {
     // 8 rows at a time; past the last position the last row again (its lanes are not kept), so
-    // every score takes the same steps whatever n_pos is.
+    // every score takes the same steps whatever n is.
     const typename C::T* k[8];
-    for (int i = 0; i < 8; ++i) k[i] = k_cache + rows.row(j0 + i < n_pos ? j0 + i : n_pos - 1) * row_stride + kv_off;
-    if (j0 + kPrefetchRows + 8 <= n_pos) {
-      for (int i = 0; i < 8; ++i) prefetch_row(k_cache + rows.row(j0 + kPrefetchRows + i) * row_stride + kv_off, head_dim);
+    for (int i = 0; i < 8; ++i) k[i] = row(k_cache, j0 + i < n ? j0 + i : n - 1);
+    if (j0 + kPrefetchRows + 8 <= n) {
+      for (int i = 0; i < 8; ++i) prefetch_row(row(k_cache, j0 + kPrefetchRows + i), head_dim);
     }
-    const int64_t nb = n_pos - j0 < 8 ? n_pos - j0 : 8;
+    const int64_t nb = n - j0 < 8 ? n - j0 : 8;
     for (int32_t h0 = 0; h0 < n_q; h0 += Rows::kHeads) {
       with_heads<Rows::kHeads>(n_q - h0, [&]<int NQ>() {
         float dots[NQ][8];
         Rows::template dot8<C, NQ>(q + int64_t{h0} * head_dim, head_dim, k, dots);
         for (int32_t h = 0; h < NQ; ++h) {
-          float* sh = scores + (h0 + h) * n_pos + j0;
+          float* sh = scores + (h0 + h) * n + j0;
           float& mh = max_score[h0 + h];
           for (int64_t i = 0; i < nb; ++i) {
             const float s = dots[h][i] * kq_scale;
@@ -161,23 +170,36 @@ void attention_heads_as_f32(const float* q, int32_t n_q, const typename C::T* k_
       });
     }
   }
-  for (int32_t h = 0; h < n_q; ++h) softmax_scores(scores + h * n_pos, n_pos, max_score[h]);
+  for (int32_t h = 0; h < n_q; ++h) {
+    if (max_out == nullptr) {
+      softmax_scores(scores + h * n, n, max_score[h]);
+    } else {
+      max_out[h] = max_score[h];
+      sum_out[h] = exp_scores(scores + h * n, n, max_score[h]);
+    }
+  }
   for (int64_t i = 0; i < int64_t{n_q} * head_dim; ++i) out[i] = 0.0f;
   const typename C::T* v_rows[kPosBlock];
-  for (int64_t j0 = 0; j0 < n_pos; j0 += kPosBlock) {
-    const int64_t nb = n_pos - j0 < kPosBlock ? n_pos - j0 : kPosBlock;
-    for (int64_t i = 0; i < nb; ++i) v_rows[i] = v_cache + rows.row(j0 + i) * row_stride + kv_off;
+  for (int64_t j0 = 0; j0 < n; j0 += kPosBlock) {
+    const int64_t nb = n - j0 < kPosBlock ? n - j0 : kPosBlock;
+    for (int64_t i = 0; i < nb; ++i) v_rows[i] = row(v_cache, j0 + i);
     // The next block's rows, while this one is summed.
-    for (int64_t i = j0 + kPosBlock; i < n_pos && i < j0 + 2 * kPosBlock; ++i) {
-      prefetch_row(v_cache + rows.row(i) * row_stride + kv_off, head_dim);
-    }
+    for (int64_t i = j0 + kPosBlock; i < n && i < j0 + 2 * kPosBlock; ++i) prefetch_row(row(v_cache, i), head_dim);
     for (int32_t h0 = 0; h0 < n_q; h0 += Rows::kHeads) {
       with_heads<Rows::kHeads>(n_q - h0, [&]<int NQ>() {
-        Rows::template add_weighted<C, NQ>(v_rows, nb, scores + h0 * n_pos + j0, n_pos, head_dim,
-                                           out + int64_t{h0} * head_dim);
+        Rows::template add_weighted<C, NQ>(v_rows, nb, scores + h0 * n + j0, n, head_dim, out + int64_t{h0} * head_dim);
       });
     }
   }
+}
+
+// The whole attention of the n_q heads over positions [0, n_pos).
+template <class Rows, class C>
+void attention_heads_as_f32(const float* q, int32_t n_q, const typename C::T* k_cache, const typename C::T* v_cache,
+                            int64_t n_pos, const KvRowMap& rows, int64_t row_stride, int64_t kv_off, int32_t head_dim,
+                            float kq_scale, float* scores, float* out) {
+  attend_positions<Rows, C>(q, n_q, k_cache, v_cache, 0, n_pos, rows, row_stride, kv_off, head_dim, kq_scale, scores, out,
+                            nullptr, nullptr);
 }
 
 }  // namespace
