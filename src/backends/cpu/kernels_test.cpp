@@ -33,6 +33,18 @@ void expect_close(std::span<const float> got, std::span<const float> want, doubl
   }
 }
 
+// A K and V cache as an F16 cache holds them: the halves, and the floats they round to.
+struct HalfCache {
+  std::vector<uint16_t> k16, v16;
+  std::vector<float> k_rounded, v_rounded;
+  HalfCache(const std::vector<float>& k, const std::vector<float>& v) : k16(k.size()), v16(v.size()), k_rounded(k.size()), v_rounded(v.size()) {
+    fp32_to_fp16_row(k.data(), static_cast<int64_t>(k.size()), k16.data());
+    fp32_to_fp16_row(v.data(), static_cast<int64_t>(v.size()), v16.data());
+    for (size_t i = 0; i < k.size(); ++i) k_rounded[i] = fp16_to_fp32(k16[i]);
+    for (size_t i = 0; i < v.size(); ++i) v_rounded[i] = fp16_to_fp32(v16[i]);
+  }
+};
+
 test::FileWeight float_file(GgmlType type, int64_t n_cols, int64_t n_rows, std::mt19937& rng) {
   const auto values = random_floats(n_cols * n_rows, rng);
   auto bytes = quant::quantize(type, values.data(), n_rows, n_cols);
@@ -236,14 +248,11 @@ TEST_P(FloatMatchesTwin, AttentionPartsCombineToTheWhole) {
         // Scores spread over several units, so that the parts' maxima differ.
         const auto k = random_floats(n_blocks * (1 << kShift) * row_stride, rng, 3.0f);
         const auto v = random_floats(n_blocks * (1 << kShift) * row_stride, rng);
-        std::vector<uint16_t> k16(k.size()), v16(v.size());
-        fp32_to_fp16_row(k.data(), static_cast<int64_t>(k.size()), k16.data());
-        fp32_to_fp16_row(v.data(), static_cast<int64_t>(v.size()), v16.data());
-        std::vector<float> k_rounded(k.size()), v_rounded(v.size());
-        for (size_t i = 0; i < k.size(); ++i) {
-          k_rounded[i] = fp16_to_fp32(k16[i]);
-          v_rounded[i] = fp16_to_fp32(v16[i]);
-        }
+        const HalfCache half(k, v);
+        const std::vector<uint16_t>& k16 = half.k16;
+        const std::vector<uint16_t>& v16 = half.v16;
+        const std::vector<float>& k_rounded = half.k_rounded;
+        const std::vector<float>& v_rounded = half.v_rounded;
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
         const int64_t n_parts = (n_pos + part - 1) / part;
         for (const bool f16 : {false, true}) {
@@ -324,14 +333,11 @@ TEST_P(FloatMatchesTwin, AttentionF16) {
       const auto q = random_floats(head_dim, rng);
       const auto k = random_floats(n_pos * n_embd_kv, rng);
       const auto v = random_floats(n_pos * n_embd_kv, rng);
-      std::vector<uint16_t> k16(k.size()), v16(v.size());
-      fp32_to_fp16_row(k.data(), static_cast<int64_t>(k.size()), k16.data());
-      fp32_to_fp16_row(v.data(), static_cast<int64_t>(v.size()), v16.data());
-      std::vector<float> k_rounded(k.size()), v_rounded(v.size());
-      for (size_t i = 0; i < k.size(); ++i) {
-        k_rounded[i] = fp16_to_fp32(k16[i]);
-        v_rounded[i] = fp16_to_fp32(v16[i]);
-      }
+      const HalfCache half(k, v);
+      const std::vector<uint16_t>& k16 = half.k16;
+      const std::vector<uint16_t>& v16 = half.v16;
+      const std::vector<float>& k_rounded = half.k_rounded;
+      const std::vector<float>& v_rounded = half.v_rounded;
       std::vector<float> scores(static_cast<size_t>(n_pos)), want(static_cast<size_t>(head_dim)), got(want.size()),
           same_set_f32(want.size());
       const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
