@@ -20,9 +20,9 @@ void* allocate_aligned(std::size_t bytes, std::size_t align);
 // Frees a block of allocate_aligned(bytes, align).
 void free_aligned(void* p, std::size_t bytes, std::size_t align) noexcept;
 
-// `bytes` of zeros, 64-byte aligned, on huge pages from kHugeBlockBytes (as allocate_aligned);
-// pages are only backed by memory once touched. Null when the memory cannot be had (or bytes
-// is 0).
+// `bytes` of zeros, aligned as calloc aligns (16 bytes); from kHugeBlockBytes on a huge page
+// boundary and on huge pages (as allocate_aligned). Pages are only backed by memory once
+// touched. Null when the memory cannot be had (or bytes is 0).
 void* allocate_zeroed(std::size_t bytes) noexcept;
 // Frees a block of allocate_zeroed(bytes).
 void free_zeroed(void* p, std::size_t bytes) noexcept;

@@ -32,6 +32,23 @@ TEST(HugePages, LargeBlocksAreHugePageAligned) {
   }
 }
 
+// allocate_zeroed: zeros, 64-byte aligned (large blocks on a huge page boundary), every byte
+// writable, freed by size; 0 bytes is a null block.
+TEST(HugePages, ZeroedBlocksOfEverySize) {
+  EXPECT_EQ(allocate_zeroed(0), nullptr);
+  free_zeroed(nullptr, 0);
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{100000}, kHugeBlockBytes, kHugeBlockBytes + 12345}) {
+    auto* p = static_cast<uint8_t*>(allocate_zeroed(bytes));
+    ASSERT_NE(p, nullptr) << bytes;
+    EXPECT_TRUE(aligned_to(p, bytes >= kHugeBlockBytes ? kHugePageBytes : 16)) << bytes;
+    for (std::size_t i = 0; i < bytes; i += 4093) ASSERT_EQ(p[i], 0) << i;
+    EXPECT_EQ(p[bytes - 1], 0);
+    std::memset(p, 0x5a, bytes);
+    EXPECT_EQ(p[bytes - 1], 0x5a);
+    free_zeroed(p, bytes);
+  }
+}
+
 TEST(HugePages, AlignedVectorGrowsAcrossTheThreshold) {
   // A vector that grows from a small block into a large one frees each block with the alignment
   // it was allocated with (ASan checks the pairing).
