@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
-#include <functional>
 #include <random>
 #include <vector>
 

@@ -34,7 +34,7 @@ void AttentionSplit::plan(std::span<const int32_t> pos, int64_t head_items, int3
   int64_t items = 0, parts = 0, pairs = 0;
   for (size_t t = 0; t < n; ++t) {
     const int64_t n_pos = int64_t{pos[t]} + 1;
-    const int64_t p = split && n_pos > kAttentionPartPositions ? (n_pos + kAttentionPartPositions - 1) / kAttentionPartPositions : 1;
+    const int64_t p = attention_parts(n_pos, split);
     item_start_[t] = items;
     n_pos_[t] = n_pos;
     n_parts_[t] = p;
@@ -74,9 +74,9 @@ AttentionSplit::Item AttentionSplit::item(int64_t i) const {
   r.n_parts = n_parts_[t];
   r.head_item = local / r.n_parts;
   r.part = local % r.n_parts;
-  r.j_begin = r.part * kAttentionPartPositions;
-  r.j_end = std::min(r.j_begin + kAttentionPartPositions, n_pos_[t]);
-  if (r.n_parts == 1) r.j_end = n_pos_[t];
+  const int64_t part_size = r.n_parts == 1 ? n_pos_[t] : kAttentionPartPositions;
+  r.j_begin = r.part * part_size;
+  r.j_end = std::min(r.j_begin + part_size, n_pos_[t]);
   return r;
 }
 

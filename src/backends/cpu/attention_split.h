@@ -19,6 +19,12 @@ namespace bitnet::cpu {
 
 inline constexpr int64_t kAttentionPartPositions = 512;
 
+// The parts of a token attending to n_pos positions: 1 unless split and n_pos passes
+// kAttentionPartPositions.
+inline int64_t attention_parts(int64_t n_pos, bool split) {
+  return split && n_pos > kAttentionPartPositions ? (n_pos + kAttentionPartPositions - 1) / kAttentionPartPositions : 1;
+}
+
 // Merges n_parts parts of one attention of n_q heads (attention_heads_part's outputs: part c's
 // rows at outs + c * n_q * head_dim, its maxima and sums at maxes + c * n_q, sums + c * n_q)
 // into out (n_q rows of head_dim): out = sum_c w_c o_c / sum_c w_c l_c, w_c = exp(m_c - m), m

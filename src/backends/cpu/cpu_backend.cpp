@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/cpu/attention_split.h"
 #include "backends/cpu/decode_split.h"
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernels.h"
@@ -18,7 +19,6 @@
 #include "core/aligned_vector.h"
 #include "core/check.h"
 #include "core/cpu_features.h"
-#include "backends/cpu/attention_split.h"
 #include "core/huge_pages.h"
 #include "core/thread_pool.h"
 #include "hal/validate.h"
@@ -243,8 +243,7 @@ class CpuBackend final : public hal::Backend {
   const uint8_t* quantize_for_dot(ActBuffer& x, const QuantActFormat& f, int64_t n_tokens, int64_t n_cols,
                                   const uint8_t* prev_act);
   void attention(const hal::Graph& graph, const hal::Op& op);
-  // Element index of position pos of layer il in a cache (F32 or F16 elements).
-  // Where layer il's cache starts; in it, kv head h's rows (of head_dim elements, one per
+  // Where layer il's cache starts (an element index, F32 or F16 elements); in it, kv head h's rows (of head_dim elements, one per
   // cache row) start at h * n_ctx * head_dim (kv_head_offset).
   int64_t kv_layer(int32_t il) const { return static_cast<int64_t>(il) * kv_.n_ctx * kv_.n_embd_kv; }
   int64_t kv_head_offset(int64_t h, int32_t head_dim) const { return h * kv_.n_ctx * head_dim; }
@@ -266,7 +265,7 @@ class CpuBackend final : public hal::Backend {
   // attention_streamed_f16).
   ZeroedBytes k_cache_;
   ZeroedBytes v_cache_;
-  ZeroedBytes scores_;   // [n_threads][n_ctx] floats
+  ZeroedBytes scores_;   // [n_threads][kMaxGroupHeads][n_ctx] floats
   AttentionSplit attention_split_;  // attention's work items, long contexts in parts
   std::vector<ActBuffer> acts_;
   AlignedVector<int8_t> ordered_act_;  // a matmul's Q8 input in its kernels' column order
@@ -663,13 +662,16 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const bool paged = !graph.kv.pos.empty();
   int32_t shift = 0;
   while ((int64_t{1} << shift) < kv_rows_.block_size) ++shift;
-  // Work items of `heads` query heads of one kv head (all of its group where that leaves enough
-  // items for the threads, or where long contexts are split into parts, which make the items):
-  // the set's attention_heads reads the group's cache rows once.
+  // Work items of `heads` query heads of one kv head, for each part of each token's positions
+  // (AttentionSplit: one part unless the context is long): all of the group where that leaves
+  // enough items for the threads, so that the set's attention_heads reads the group's cache
+  // rows once.
   const bool grouped = f16 ? kernels_->attention_heads_f16 != nullptr : kernels_->attention_heads != nullptr;
   const bool can_split = f16 ? kernels_->attention_heads_part_f16 != nullptr : kernels_->attention_heads_part != nullptr;
   const bool split = can_split && max_pos + 1 > kAttentionPartPositions;
-  const int32_t heads = grouped ? group_heads(group, split ? int64_t{1} << 40 : graph.n_tokens * p.n_head, pool_.n_threads()) : 1;
+  int64_t token_parts = 0;  // (token, part) pairs of the step
+  for (int32_t pos : kv_rows_.pos) token_parts += attention_parts(int64_t{pos} + 1, split);
+  const int32_t heads = grouped ? group_heads(group, token_parts * p.n_head, pool_.n_threads()) : 1;
   const int64_t head_items = p.n_head / heads;
   attention_split_.plan(kv_rows_.pos, head_items, heads, p.head_dim, split);
   const int64_t item_work = std::min(work, kAttentionPartPositions * p.head_dim * 2) * heads;
