@@ -178,16 +178,21 @@ TEST(BatchPool, APagedSessionEqualsThePlainCache) {
 }
 
 // Past kAttentionPartPositions (512) cached positions the CPU splits a token's attention into
-// parts merged afterwards (600 positions: two). The logits agree with the scalar set's, which
-// attends to all positions in one pass, and stay so next to a short session in one step and on
-// 2 threads (not bit for bit: a step of two tokens runs the float head as a tile).
+// parts merged afterwards (600 positions: two). The cut depends on the token's positions only, so
+// on 2 threads the logits are those of 1 bit for bit, and next to a short session in one step
+// they differ only by the float head running as a tile of two tokens. Against the scalar set,
+// which attends to all positions in one pass, they agree within 2% of the largest logit: at
+// this length stories260K's logits move with the last bits of its attention (its own F16 and
+// F32 caches differ by 1-1.7% there, the AVX2 and AVX-512 sets by up to 0.7%), while a part
+// dropped or merged with a wrong weight moves them by far more. Each set's parts are held to the
+// scalar twin at 1e-5 in kernels_test (AttentionPartsCombineToTheWhole).
 TEST(BatchPool, LongContextsSplitAgreeWithTheScalarSetAloneBatchedAndOnMoreThreads) {
   const auto eval_long = [](const std::string& isa, int threads, bool with_short) -> std::vector<float> {
     EngineOptions o = options(16, 1024);
     o.cpu_isa = isa;
     o.n_threads = threads;
     auto m = Model::load(o);
-    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_TRUE(m.ok() || isa == "avx2") << m.status().to_string();  // an Arm64 build has no avx2 set
     if (!m.ok()) return {};
     Session a = open(**m);
     Session b = open(**m);
@@ -207,15 +212,23 @@ TEST(BatchPool, LongContextsSplitAgreeWithTheScalarSetAloneBatchedAndOnMoreThrea
   ASSERT_FALSE(scalar.empty());
   float max_abs = 0.0f;
   for (float x : scalar) max_abs = std::max(max_abs, std::abs(x));
-  const auto expect_near = [&](const std::vector<float>& got, const char* what) {
-    ASSERT_EQ(got.size(), scalar.size()) << what;
+  const auto expect_near = [&](const std::vector<float>& got, const std::vector<float>& want, float tolerance,
+                               const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
     float max_diff = 0.0f;
-    for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::abs(got[i] - scalar[i]));
-    EXPECT_LT(max_diff, 1e-4f * max_abs) << what;
+    for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::abs(got[i] - want[i]));
+    EXPECT_LT(max_diff, tolerance * max_abs) << what;
   };
-  expect_near(eval_long("", 1, false), "alone");
-  expect_near(eval_long("", 1, true), "next to a short session");
-  expect_near(eval_long("", 2, true), "on 2 threads");
+  // The CPU's own set, and the AVX2 one where it runs (the default on CPUs without AVX-512).
+  for (const std::string isa : {"", "avx2"}) {
+    const std::vector<float> alone = eval_long(isa, 1, false);
+    if (alone.empty()) continue;
+    const std::string set = isa.empty() ? "the default set" : isa;
+    expect_near(alone, scalar, 2e-2f, set + " alone, against the scalar set");
+    EXPECT_EQ(eval_long(isa, 2, false), alone) << set << " on 2 threads";
+    expect_near(eval_long(isa, 1, true), alone, 1e-5f, set + " next to a short session");
+    expect_near(eval_long(isa, 2, true), alone, 1e-5f, set + " next to a short session on 2 threads");
+  }
 }
 
 // fork shares whole blocks of a prefix: the fork continues exactly as a session that

@@ -235,51 +235,52 @@ TEST_P(FloatMatchesTwin, AttentionPartsCombineToTheWhole) {
   }
   std::mt19937 rng(14);
   constexpr int32_t kShift = 4;
-  for (int32_t head_dim : {64, 72, 128}) {
+  for (int32_t head_dim : {8, 64, 72, 128}) {
     for (int64_t n_pos : {1, 100, 513, 1300}) {
       for (int64_t part : {kAttentionPartPositions, int64_t{37}}) {
-        const int32_t n_q = 3;
-        const int64_t row_stride = 2 * head_dim, kv_off = head_dim;
-        const int64_t n_blocks = (n_pos >> kShift) + 2;
-        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-        for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 7 + 3) % table.size());
-        const KvRowMap rows{table.data(), kShift};
-        const auto q = random_floats(int64_t{n_q} * head_dim, rng);
-        // Scores spread over several units, so that the parts' maxima differ.
-        const auto k = random_floats(n_blocks * (1 << kShift) * row_stride, rng, 3.0f);
-        const auto v = random_floats(n_blocks * (1 << kShift) * row_stride, rng);
-        const HalfCache half(k, v);
-        const std::vector<uint16_t>& k16 = half.k16;
-        const std::vector<uint16_t>& v16 = half.v16;
-        const std::vector<float>& k_rounded = half.k_rounded;
-        const std::vector<float>& v_rounded = half.v_rounded;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-        const int64_t n_parts = (n_pos + part - 1) / part;
-        for (const bool f16 : {false, true}) {
-          const std::string what = "head_dim " + std::to_string(head_dim) + " n_pos " + std::to_string(n_pos) + " part " +
-                                   std::to_string(part) + (f16 ? " f16" : " f32");
-          std::vector<float> want(q.size()), got(q.size());
-          std::vector<float> scores(static_cast<size_t>(n_pos));
-          for (int32_t h = 0; h < n_q; ++h) {
-            scalar::attention_head(q.data() + h * head_dim, f16 ? k_rounded.data() : k.data(), f16 ? v_rounded.data() : v.data(),
-                                   n_pos, rows, row_stride, kv_off, head_dim, scale, scores.data(), want.data() + h * head_dim);
-          }
-          std::vector<float> outs(static_cast<size_t>(n_parts * n_q * head_dim), NAN), maxes(static_cast<size_t>(n_parts * n_q));
-          std::vector<double> sums(maxes.size());
-          std::vector<float> part_scores(static_cast<size_t>(n_q * part));
-          for (int64_t c = 0; c < n_parts; ++c) {
-            const int64_t j1 = std::min(n_pos, (c + 1) * part);
-            float* o = outs.data() + c * n_q * head_dim;
-            if (f16) {
-              set().attention_heads_part_f16(q.data(), n_q, k16.data(), v16.data(), c * part, j1, rows, row_stride, kv_off, head_dim,
-                                             scale, part_scores.data(), o, maxes.data() + c * n_q, sums.data() + c * n_q);
-            } else {
-              set().attention_heads_part(q.data(), n_q, k.data(), v.data(), c * part, j1, rows, row_stride, kv_off, head_dim, scale,
-                                         part_scores.data(), o, maxes.data() + c * n_q, sums.data() + c * n_q);
+        for (int32_t n_q : {1, 2, 3}) {  // the AVX-512 row kernels' passes: 8 rows for 1-2 heads, 4 for more
+          const int64_t row_stride = 2 * head_dim, kv_off = head_dim;
+          const int64_t n_blocks = (n_pos >> kShift) + 2;
+          std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+          for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 7 + 3) % table.size());
+          const KvRowMap rows{table.data(), kShift};
+          const auto q = random_floats(int64_t{n_q} * head_dim, rng);
+          // Scores spread over several units, so that the parts' maxima differ.
+          const auto k = random_floats(n_blocks * (1 << kShift) * row_stride, rng, 3.0f);
+          const auto v = random_floats(n_blocks * (1 << kShift) * row_stride, rng);
+          const HalfCache half(k, v);
+          const std::vector<uint16_t>& k16 = half.k16;
+          const std::vector<uint16_t>& v16 = half.v16;
+          const std::vector<float>& k_rounded = half.k_rounded;
+          const std::vector<float>& v_rounded = half.v_rounded;
+          const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+          const int64_t n_parts = (n_pos + part - 1) / part;
+          for (const bool f16 : {false, true}) {
+            const std::string what = "head_dim " + std::to_string(head_dim) + " n_pos " + std::to_string(n_pos) + " n_q " + std::to_string(n_q) + " part " +
+                                     std::to_string(part) + (f16 ? " f16" : " f32");
+            std::vector<float> want(q.size()), got(q.size());
+            std::vector<float> scores(static_cast<size_t>(n_pos));
+            for (int32_t h = 0; h < n_q; ++h) {
+              scalar::attention_head(q.data() + h * head_dim, f16 ? k_rounded.data() : k.data(), f16 ? v_rounded.data() : v.data(),
+                                     n_pos, rows, row_stride, kv_off, head_dim, scale, scores.data(), want.data() + h * head_dim);
             }
+            std::vector<float> outs(static_cast<size_t>(n_parts * n_q * head_dim), NAN), maxes(static_cast<size_t>(n_parts * n_q));
+            std::vector<double> sums(maxes.size());
+            std::vector<float> part_scores(static_cast<size_t>(n_q * part));
+            for (int64_t c = 0; c < n_parts; ++c) {
+              const int64_t j1 = std::min(n_pos, (c + 1) * part);
+              float* o = outs.data() + c * n_q * head_dim;
+              if (f16) {
+                set().attention_heads_part_f16(q.data(), n_q, k16.data(), v16.data(), c * part, j1, rows, row_stride, kv_off, head_dim,
+                                               scale, part_scores.data(), o, maxes.data() + c * n_q, sums.data() + c * n_q);
+              } else {
+                set().attention_heads_part(q.data(), n_q, k.data(), v.data(), c * part, j1, rows, row_stride, kv_off, head_dim, scale,
+                                           part_scores.data(), o, maxes.data() + c * n_q, sums.data() + c * n_q);
+              }
+            }
+            combine_attention_parts(n_parts, n_q, head_dim, outs.data(), maxes.data(), sums.data(), got.data());
+            expect_close(got, want, 1e-5, what);
           }
-          combine_attention_parts(n_parts, n_q, head_dim, outs.data(), maxes.data(), sums.data(), got.data());
-          expect_close(got, want, 1e-5, what);
         }
       }
     }
