@@ -135,8 +135,9 @@ void bench_quantize(benchmark::State& state, const KernelSet* set, int64_t n_col
 
 // One decode token of 2B-4T's attention (20 query heads over 5 kv heads of 128, an F16 cache of
 // n_pos positions): per head (attention_head_f16), or per kv group of 4 (attention_heads_f16:
-// each K and V row read once for the group). GB/s counts the cache once per token.
-void bench_attention(benchmark::State& state, const KernelSet* set, int64_t n_pos, bool grouped) {
+// each K and V row read once for the group). GB/s counts the cache once per token. prefetch:
+// as a decode token (the kernels prefetch the rows ahead) or as a prompt's token (not).
+void bench_attention(benchmark::State& state, const KernelSet* set, int64_t n_pos, bool grouped, bool prefetch) {
   constexpr int32_t kHeads = 20, kKvHeads = 5, kDim = 128;
   constexpr int64_t kEmbdKv = kKvHeads * kDim;
   const auto q = activations(kHeads * kDim, 5);
@@ -148,16 +149,17 @@ void bench_attention(benchmark::State& state, const KernelSet* set, int64_t n_po
   constexpr int32_t kGroup = kHeads / kKvHeads;
   std::vector<float> scores(static_cast<size_t>(kGroup * n_pos)), out(static_cast<size_t>(kHeads * kDim));
   const float scale = 0.0884f;
+  const KvRowMap rows{nullptr, 0, prefetch};
   for (auto _ : state) {
     if (grouped) {
       for (int32_t g = 0; g < kKvHeads; ++g) {
-        set->attention_heads_f16(q.data() + g * kGroup * kDim, kGroup, k, v, n_pos, KvRowMap{}, kEmbdKv, g * kDim, kDim,
+        set->attention_heads_f16(q.data() + g * kGroup * kDim, kGroup, k, v, n_pos, rows, kEmbdKv, g * kDim, kDim,
                                  scale, scores.data(), out.data() + g * kGroup * kDim);
       }
     } else {
       for (int32_t h = 0; h < kHeads; ++h) {
         const int64_t kv_off = (h / kGroup) * kDim;
-        set->attention_head_f16(q.data() + h * kDim, k, v, n_pos, KvRowMap{}, kEmbdKv, kv_off, kDim, scale, scores.data(),
+        set->attention_head_f16(q.data() + h * kDim, k, v, n_pos, rows, kEmbdKv, kv_off, kDim, scale, scores.data(),
                                 out.data() + h * kDim);
       }
     }
@@ -258,10 +260,12 @@ void register_set(const KernelSet* set) {
   benchmark::RegisterBenchmark(fmt::format("quantize_act/{}/6912", name).c_str(), bench_quantize, set, int64_t{6912});
   for (int64_t n_pos : {128, 512, 4096}) {
     benchmark::RegisterBenchmark(fmt::format("attention_f16/{}/pos:{}", name, n_pos).c_str(), bench_attention, set, n_pos,
-                                 false);
+                                 false, true);
     if (set->attention_heads_f16 != nullptr) {
       benchmark::RegisterBenchmark(fmt::format("attention_heads_f16/{}/pos:{}", name, n_pos).c_str(), bench_attention, set,
-                                   n_pos, true);
+                                   n_pos, true, true);
+      benchmark::RegisterBenchmark(fmt::format("attention_heads_f16/{}/pos:{}/prompt", name, n_pos).c_str(), bench_attention,
+                                   set, n_pos, true, false);
     }
   }
   if (set->attention_heads_f16 != nullptr) {

@@ -675,6 +675,14 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   const int64_t head_items = p.n_head / heads;
   attention_split_.plan(kv_rows_.pos, head_items, heads, p.head_dim, split);
   const int64_t item_work = std::min(work, kAttentionPartPositions * p.head_dim * 2) * heads;
+  // Whether token t is its sequence's only token in the step (a decode token, whose cache rows
+  // come from memory: the kernels prefetch them), judged from its neighbours' block tables: a
+  // sequence's tokens are consecutive in a step and share one table.
+  const int64_t n_tokens = static_cast<int64_t>(kv_rows_.pos.size());
+  const auto alone_in_step = [&](int64_t t) {
+    const auto same = [&](int64_t u) { return u >= 0 && u < n_tokens && kv_rows_.table_begin[static_cast<size_t>(u)] == kv_rows_.table_begin[static_cast<size_t>(t)]; };
+    return !same(t - 1) && !same(t + 1);
+  };
   pool_.parallel_for(attention_split_.n_items(), min_chunk(item_work), [&](int slot, int64_t i0, int64_t i1) {
     float* scores = scores_.as<float>() + static_cast<int64_t>(slot) * kMaxGroupHeads * kv_.n_ctx;
     for (int64_t i = i0; i < i1; ++i) {
@@ -685,7 +693,7 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
       const float* q_head = q + t * n_embd + h * p.head_dim;
       float* out_head = out + t * n_embd + h * p.head_dim;
       const int64_t n_pos = it.j_end;
-      const KvRowMap rows{paged ? kv_rows_.table(t) : nullptr, shift};
+      const KvRowMap rows{paged ? kv_rows_.table(t) : nullptr, shift, alone_in_step(t)};
       if (it.n_parts > 1) {
         float* part = attention_split_.part_out(it);
         if (f16) {

@@ -53,6 +53,10 @@ struct Q8Rows {
 struct KvRowMap {
   const int32_t* blocks = nullptr;
   int32_t shift = 0;  // log2 of the block size
+  // Whether the kernels prefetch the rows ahead of their use: right where they come from memory
+  // (a sequence's one decode token); a prompt's tokens read the same rows one after the other
+  // and find them in cache, where the prefetches only cost instructions.
+  bool prefetch = true;
   int64_t row(int64_t j) const {
     return blocks == nullptr ? j : (static_cast<int64_t>(blocks[j >> shift]) << shift) | (j & ((int64_t{1} << shift) - 1));
   }

@@ -69,6 +69,15 @@ struct Avx2Rows {
     }
   }
 
+  // s[i] = (q . k[i]) * kq_scale for the first nb of the 8 rows.
+  template <class C, int NQ>
+  static void score8(const float* q, int32_t head_dim, const typename C::T* const k[8], float kq_scale, int64_t nb,
+                     float* s, int64_t /*s_stride*/) {
+    float dots[1][8];
+    dot8<C, NQ>(q, head_dim, k, dots);
+    for (int64_t i = 0; i < nb; ++i) s[i] = dots[0][i] * kq_scale;
+  }
+
   // o[d] += p[i] * v_rows[i][d] for the nb rows in order, 64 dimensions at a time in registers.
   template <class C, int NQ>
   static void add_weighted(const typename C::T* const* v_rows, int64_t nb, const float* p, int64_t /*p_stride*/,

@@ -24,9 +24,28 @@ namespace {
 // The lanes of a row's last head_dim % 16 elements.
 __mmask16 tail_mask(int32_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 
-// The 16 lanes of v as 8: lane i + lane i + 8.
-__m256 half_sum(__m512 v) {
-  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+// {0, 1, ..., 15}.
+__m512i lane_index() { return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0); }
+
+// The 16 lane sums of v[0..15] in one vector (lane k: the sum of v[k]'s lanes): pairs are
+// interleaved and added at 32, 64 and 128 bits, halving the vectors each round. Every vector's
+// lanes are added in the same tree, ((l0 + l2) + (l1 + l3)) per 128-bit chunk, then (c0 + c1)
+// + (c2 + c3), so a sum does not depend on the vectors beside it.
+[[gnu::always_inline]] inline __m512 sum16(const __m512 v[16]) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {
+    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(a[2 * i]), _mm512_castps_pd(a[2 * i + 1]));
+    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(a[2 * i]), _mm512_castps_pd(a[2 * i + 1]));
+    b[i] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+  }
+  // 128-bit chunk q of b[i]: the chunk-q sums of v[4i .. 4i+3].
+  for (int i = 0; i < 2; ++i) {
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 struct Avx512Rows {
@@ -34,18 +53,21 @@ struct Avx512Rows {
   // converted elements.
   static constexpr int32_t kHeads = 4;
 
-  // q . k of NQ heads (q: NQ rows head_dim apart) for 8 cache rows k[0..7], all 8 at once for
+  // The scaled q . k of NQ heads (q: NQ rows head_dim apart) for the 8 cache rows k[0..7]:
+  // s[h * s_stride + i] = (q_h . k[i]) * kq_scale for the first nb rows. All 8 rows at once for
   // up to 2 heads, else 4 at a time (at most 16 accumulators, and for one head still 8
-  // independent FMA chains): each 16 elements of a row loaded and converted once for the NQ
-  // heads, one 16-lane accumulator per head and row, the last head_dim % 16 elements through
-  // masked loads; then each accumulator's halves added and the rows' sums taken by
-  // store_lane_sums8. F32 and F16 caches take the same steps, so an F16 cache scores exactly as
-  // an F32 one holding the rounded values, and a head's sums are the same steps whatever heads
-  // share the pass.
+  // independent FMA chains; a pass whose rows are all past nb is skipped): each 16 elements of a
+  // row loaded and converted once for the NQ heads, one 16-lane accumulator per head and row,
+  // the last head_dim % 16 elements through masked loads; then the pass's (head, row)
+  // accumulators summed into the lanes of one vector (sum16), scaled in one multiply and stored
+  // per head. F32 and F16 caches take the same steps, so an F16 cache scores exactly as an F32
+  // one holding the rounded values, and a head's sums are the same steps whatever heads share
+  // the pass.
   template <class C, int NQ>
-  static void dot8(const float* q, int32_t head_dim, const typename C::T* const k[8], float out[][8]) {
+  static void score8(const float* q, int32_t head_dim, const typename C::T* const k[8], float kq_scale, int64_t nb,
+                     float* s, int64_t s_stride) {
     constexpr int R = NQ <= 2 ? 8 : 4;  // rows per pass
-    for (int r0 = 0; r0 < 8; r0 += R) {
+    for (int r0 = 0; r0 < nb; r0 += R) {
       const typename C::T* const* kr = k + r0;
       __m512 acc[NQ][R];
       for (int h = 0; h < NQ; ++h) {
@@ -69,18 +91,14 @@ struct Avx512Rows {
           for (int r = 0; r < R; ++r) acc[h][r] = _mm512_fmadd_ps(qv, kv[r], acc[h][r]);
         }
       }
-      // The (head, row) sums 8 at a time through store_lane_sums8 (each vector's sum is its
-      // own: the tree never mixes two vectors' lanes), padded with zeros.
-      constexpr int kSums = NQ * R;
-      for (int i0 = 0; i0 < kSums; i0 += 8) {
-        __m256 v[8];
-        for (int i = 0; i < 8; ++i) {
-          const int hr = i0 + i < kSums ? i0 + i : i0;
-          v[i] = i0 + i < kSums ? half_sum(acc[hr / R][hr % R]) : _mm256_setzero_ps();
-        }
-        float sums[8];
-        store_lane_sums8(v, sums);
-        for (int i = 0; i < 8 && i0 + i < kSums; ++i) out[(i0 + i) / R][r0 + (i0 + i) % R] = sums[i];
+      __m512 v[16];
+      for (int i = 0; i < 16; ++i) v[i] = i < NQ * R ? acc[i / R][i % R] : _mm512_setzero_ps();
+      const __m512 scaled = _mm512_mul_ps(sum16(v), _mm512_set1_ps(kq_scale));  // lane h * R + r
+      const __mmask16 keep = tail_mask(nb - r0 < R ? static_cast<int32_t>(nb - r0) : R);
+      for (int h = 0; h < NQ; ++h) {
+        // Head h's R lanes down to lane 0.
+        const __m512 lanes = _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(h * R), lane_index()), scaled);
+        _mm512_mask_storeu_ps(s + h * s_stride + r0, keep, lanes);
       }
     }
   }

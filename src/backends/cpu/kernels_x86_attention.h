@@ -1,7 +1,7 @@
 // The x86 attention that the AVX2 and AVX-512 VNNI sets share (kernels_avx2_ops.cpp,
 // kernels_avx512vnni_ops.cpp): exp_ps, the cache element loaders, the softmax, the 8-row sum
 // (store_lane_sums8) and the driver over one kv head's query heads (attention_heads_as_f32).
-// Each set brings its own two row kernels (Rows::dot8, q . k for 8 cache rows;
+// Each set brings its own two row kernels (Rows::score8, the scaled q . k of 8 cache rows;
 // Rows::add_weighted, o += p * v in position order), for up to Rows::kHeads query heads at once:
 // 8 lanes wide and one head in the AVX2 set (16 ymm registers), 16 lanes and 4 heads in the
 // AVX-512 one.
@@ -25,7 +25,7 @@ namespace {
 // degree-5 polynomial for exp(r), then 2^n through the exponent bits, n in [-126, 127]).
 // Inputs are clamped to that range: exp of a large argument stays finite (about 1.7e38) and
 // of a very negative one a tiny normal number, where std::exp gives inf or 0.
-__m256 exp_ps(__m256 x) {
+inline __m256 exp_ps(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.0f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -64,6 +64,55 @@ struct F16Cache {
 #endif
 };
 
+#ifdef __AVX512F__
+// exp_ps 16 lanes wide: the same steps lane by lane, so each lane's value is exp_ps's.
+inline __m512 exp_ps(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i pow2n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(pow2n));
+}
+
+// The lanes of the first n < 16 elements.
+inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+
+// One head's scores [n_pos] into exp(s - max) in place, 16 at a time, the last n_pos % 16 with
+// masked loads and stores (exp_ps, within 2 ulp of std::exp, as llama.cpp's vector softmax);
+// returns their sum, in double.
+double exp_scores(float* scores, int64_t n_pos, float max_score) {
+  const __m512 max_v = _mm512_set1_ps(max_score);
+  __m512d sum_v[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  for (int64_t j0 = 0; j0 < n_pos; j0 += 16) {
+    const __mmask16 m = n_pos - j0 >= 16 ? static_cast<__mmask16>(0xffff) : first_lanes(n_pos - j0);
+    const __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j0), max_v)));
+    _mm512_mask_storeu_ps(scores + j0, m, e);
+    sum_v[0] = _mm512_add_pd(sum_v[0], _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    sum_v[1] = _mm512_add_pd(sum_v[1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(sum_v[0], sum_v[1]));
+}
+
+// The largest of n_pos scores (-inf for none), 16 at a time: the order of a float maximum does
+// not change it. A NaN score is passed over, as a running `s > m ? s : m` does.
+float max_score(const float* scores, int64_t n_pos) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (int64_t j0 = 0; j0 < n_pos; j0 += 16) {
+    const __mmask16 k = n_pos - j0 >= 16 ? static_cast<__mmask16>(0xffff) : first_lanes(n_pos - j0);
+    m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, scores + j0), m);
+  }
+  return _mm512_reduce_max_ps(m);
+}
+#else
 // One head's scores [n_pos] into exp(s - max) in place, 8 at a time (exp_ps, within 2 ulp of
 // std::exp, as llama.cpp's vector softmax); returns their sum, in double.
 double exp_scores(float* scores, int64_t n_pos, float max_score) {
@@ -86,6 +135,21 @@ double exp_scores(float* scores, int64_t n_pos, float max_score) {
   return sum;
 }
 
+// The largest of n_pos scores (-inf for none), 8 at a time: the order of a float maximum does
+// not change it. A NaN score is passed over, as a running `s > m ? s : m` does.
+float max_score(const float* scores, int64_t n_pos) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  int64_t j0 = 0;
+  for (; j0 + 8 <= n_pos; j0 += 8) m = _mm256_max_ps(_mm256_loadu_ps(scores + j0), m);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float best = -INFINITY;
+  for (float v : lanes) best = v > best ? v : best;
+  for (; j0 < n_pos; ++j0) best = scores[j0] > best ? scores[j0] : best;
+  return best;
+}
+#endif
+
 // One head's scores [n_pos] into probabilities in place: exp_scores, times 1 / sum.
 void softmax_scores(float* scores, int64_t n_pos, float max_score) {
   const float inv_sum = static_cast<float>(1.0 / exp_scores(scores, n_pos, max_score));
@@ -106,9 +170,12 @@ inline void store_lane_sums8(const __m256 v[8], float out[8]) {
 constexpr int64_t kPosBlock = 64;
 
 // How far ahead of the 8 rows being scored their K rows are prefetched (and V rows a block
-// ahead): a paged cache's blocks need not follow one another, and a decode step's cache comes
-// from memory. One decode token over a layer of 2B-4T's F16 cache at 4096 positions on 2 Zen 5
-// threads: 21-23 GB/s without, 32-38 with (bench_cpu_kernels attention_streamed_f16).
+// ahead), where KvRowMap::prefetch asks for it: a paged cache's blocks need not follow one
+// another, and a decode step's cache comes from memory. One decode token over a layer of
+// 2B-4T's F16 cache at 4096 positions on 2 Zen 5 threads: 21-23 GB/s without, 32-38 with
+// (bench_cpu_kernels attention_streamed_f16). A prompt's tokens find the rows in cache, where
+// the prefetch instructions (one per 64 bytes) cost a fifth of the kernel's time
+// (attention_heads_f16 .../prompt): 2B-4T's pp512 @ d4096 117 -> 135 tok/s without.
 constexpr int64_t kPrefetchRows = 32;
 
 template <class T>
@@ -128,7 +195,8 @@ template <int Max, class F>
 }
 
 // Attention of n_q query heads (q: n_q rows of head_dim) that share one kv head, over cached
-// positions [j_begin, j_end): the scores 8 positions at a time (Rows::dot8), exp_scores, the
+// positions [j_begin, j_end): the scores 8 positions at a time (Rows::score8), each head's
+// maximum (max_score), exp_scores, the
 // weighted sum of V adding p * v per element in position order (Rows::add_weighted) per block
 // of kPosBlock positions, each head's partial sums stored and reloaded between blocks (which
 // leaves every value as it was). The row kernels take up to Rows::kHeads heads per pass, each
@@ -143,39 +211,28 @@ void attend_positions(const float* q, int32_t n_q, const typename C::T* k_cache,
                       int32_t head_dim, float kq_scale, float* scores, float* out, float* max_out, double* sum_out) {
   const int64_t n = j_end - j_begin;
   const auto row = [&](const typename C::T* cache, int64_t j) { return cache + rows.row(j_begin + j) * row_stride + kv_off; };
-  float max_score[kMaxGroupHeads];
-  for (int32_t h = 0; h < n_q; ++h) max_score[h] = -INFINITY;
   for (int64_t j0 = 0; j0 < n; j0 += 8) {
     // 8 rows at a time; past the last position the last row again (its lanes are not kept), so
     // every score takes the same steps whatever n is.
     const typename C::T* k[8];
     for (int i = 0; i < 8; ++i) k[i] = row(k_cache, j0 + i < n ? j0 + i : n - 1);
-    if (j0 + kPrefetchRows + 8 <= n) {
+    if (rows.prefetch && j0 + kPrefetchRows + 8 <= n) {
       for (int i = 0; i < 8; ++i) prefetch_row(row(k_cache, j0 + kPrefetchRows + i), head_dim);
     }
     const int64_t nb = n - j0 < 8 ? n - j0 : 8;
     for (int32_t h0 = 0; h0 < n_q; h0 += Rows::kHeads) {
       with_heads<Rows::kHeads>(n_q - h0, [&]<int NQ>() {
-        float dots[NQ][8];
-        Rows::template dot8<C, NQ>(q + int64_t{h0} * head_dim, head_dim, k, dots);
-        for (int32_t h = 0; h < NQ; ++h) {
-          float* sh = scores + (h0 + h) * n + j0;
-          float& mh = max_score[h0 + h];
-          for (int64_t i = 0; i < nb; ++i) {
-            const float s = dots[h][i] * kq_scale;
-            sh[i] = s;
-            mh = s > mh ? s : mh;  // as std::max (no std template in an ISA file)
-          }
-        }
+        Rows::template score8<C, NQ>(q + int64_t{h0} * head_dim, head_dim, k, kq_scale, nb, scores + h0 * n + j0, n);
       });
     }
   }
   for (int32_t h = 0; h < n_q; ++h) {
+    const float m = max_score(scores + h * n, n);
     if (max_out == nullptr) {
-      softmax_scores(scores + h * n, n, max_score[h]);
+      softmax_scores(scores + h * n, n, m);
     } else {
-      max_out[h] = max_score[h];
-      sum_out[h] = exp_scores(scores + h * n, n, max_score[h]);
+      max_out[h] = m;
+      sum_out[h] = exp_scores(scores + h * n, n, m);
     }
   }
   for (int64_t i = 0; i < int64_t{n_q} * head_dim; ++i) out[i] = 0.0f;
@@ -184,7 +241,9 @@ void attend_positions(const float* q, int32_t n_q, const typename C::T* k_cache,
     const int64_t nb = n - j0 < kPosBlock ? n - j0 : kPosBlock;
     for (int64_t i = 0; i < nb; ++i) v_rows[i] = row(v_cache, j0 + i);
     // The next block's rows, while this one is summed.
-    for (int64_t i = j0 + kPosBlock; i < n && i < j0 + 2 * kPosBlock; ++i) prefetch_row(row(v_cache, i), head_dim);
+    if (rows.prefetch) {
+      for (int64_t i = j0 + kPosBlock; i < n && i < j0 + 2 * kPosBlock; ++i) prefetch_row(row(v_cache, i), head_dim);
+    }
     for (int32_t h0 = 0; h0 < n_q; h0 += Rows::kHeads) {
       with_heads<Rows::kHeads>(n_q - h0, [&]<int NQ>() {
         Rows::template add_weighted<C, NQ>(v_rows, nb, scores + h0 * n + j0, n, head_dim, out + int64_t{h0} * head_dim);
