@@ -43,61 +43,92 @@ void rms_norm_row(const float* x, const float* g, int64_t n, float eps, float* d
 
 namespace {
 
-// The AVX2 set's row kernels of the shared attention (kernels_x86_attention.h).
+// The AVX2 set's row kernels of the shared attention (kernels_x86_attention.h), for one or two
+// query heads per pass: two heads share each converted K and V element, halving the F16
+// conversions (one per FMA for a head alone). Each (head, row) dot is one 8-lane accumulator
+// over head_dim reduced by the same hadd tree (store_lane_sums8 sums each vector on its own),
+// and each output element the same multiply and add, whatever heads share the pass.
 struct Avx2Rows {
-  // One query head per pass: 8 row accumulators and the q vector fill the 16 ymm registers.
-  static constexpr int32_t kHeads = 1;
+  // Query heads per pass: 2 heads x 4 rows are 8 accumulators (one head takes 8 rows), next to
+  // the converted elements in the 16 ymm registers.
+  static constexpr int32_t kHeads = 2;
 
-  // q . k for 8 cache rows k[0..7] at once, as 8 lanes: one accumulator per row over head_dim in
-  // steps of 8 (each q vector loaded once for the 8 rows, 8 independent FMA chains, the rows'
-  // misses in flight together), reduced by an hadd tree; the last head_dim % 8 products are
-  // added per row in order. F32 and F16 caches take the same steps, so an F16 cache scores exactly
-  // as an F32 one holding the rounded values.
+  // q . k of NQ heads for R = 8 / NQ cache rows kr[0..R-1] as 8 sums (lane h * R + r): one
+  // accumulator per head and row over head_dim in steps of 8 (each K vector converted once for
+  // the NQ heads, 8 independent FMA chains), reduced by an hadd tree; the last head_dim % 8
+  // products are added per head and row in order. F32 and F16 caches take the same steps, so an
+  // F16 cache scores exactly as an F32 one holding the rounded values.
   template <class C, int NQ>
-  static void dot8(const float* q, int32_t head_dim, const typename C::T* const k[8], float out[][8]) {
-    static_assert(NQ == 1);
+  static void dot8(const float* q, int32_t head_dim, const typename C::T* const* kr, float out[8]) {
+    static_assert(NQ == 1 || NQ == 2);
+    constexpr int R = 8 / NQ;
     __m256 acc[8];
     for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
     int32_t d = 0;
     for (; d + 8 <= head_dim; d += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + d);
-      for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, C::load8(k[i] + d), acc[i]);
+      __m256 kv[R];
+      for (int r = 0; r < R; ++r) kv[r] = C::load8(kr[r] + d);
+      for (int h = 0; h < NQ; ++h) {
+        const __m256 qv = _mm256_loadu_ps(q + int64_t{h} * head_dim + d);
+        for (int r = 0; r < R; ++r) acc[h * R + r] = _mm256_fmadd_ps(qv, kv[r], acc[h * R + r]);
+      }
     }
-    store_lane_sums8(acc, out[0]);
-    for (int i = 0; i < 8; ++i) {
-      for (int32_t t = d; t < head_dim; ++t) out[0][i] += q[t] * C::load1(k[i] + t);
+    store_lane_sums8(acc, out);
+    for (int h = 0; h < NQ; ++h) {
+      for (int r = 0; r < R; ++r) {
+        for (int32_t t = d; t < head_dim; ++t) out[h * R + r] += q[int64_t{h} * head_dim + t] * C::load1(kr[r] + t);
+      }
     }
   }
 
-  // s[i] = (q . k[i]) * kq_scale for the first nb of the 8 rows.
+  // s[h * s_stride + i] = (q_h . k[i]) * kq_scale for the first nb of the 8 rows: one pass of 8
+  // rows for one head, two of 4 for two (the second skipped when nb <= 4).
   template <class C, int NQ>
   static void score8(const float* q, int32_t head_dim, const typename C::T* const k[8], float kq_scale, int64_t nb,
-                     float* s, int64_t /*s_stride*/) {
-    float dots[1][8];
-    dot8<C, NQ>(q, head_dim, k, dots);
-    for (int64_t i = 0; i < nb; ++i) s[i] = dots[0][i] * kq_scale;
+                     float* s, int64_t s_stride) {
+    constexpr int R = 8 / NQ;
+    for (int r0 = 0; r0 < nb; r0 += R) {
+      float dots[8];
+      dot8<C, NQ>(q, head_dim, k + r0, dots);
+      for (int h = 0; h < NQ; ++h) {
+        for (int64_t i = 0; i < R && r0 + i < nb; ++i) s[h * s_stride + r0 + i] = dots[h * R + i] * kq_scale;
+      }
+    }
   }
 
-  // o[d] += p[i] * v_rows[i][d] for the nb rows in order, 64 dimensions at a time in registers.
+  // o[d] += p[i] * v_rows[i][d] for the nb rows in order, for NQ heads (p: NQ rows p_stride
+  // apart, o: NQ rows head_dim apart): 64 dimensions of one head, or 32 of two, at a time in
+  // registers (each element converted once for both), the multiply and the add kept apart; the
+  // last dimensions one at a time, with the same two steps.
   template <class C, int NQ>
-  static void add_weighted(const typename C::T* const* v_rows, int64_t nb, const float* p, int64_t /*p_stride*/,
+  static void add_weighted(const typename C::T* const* v_rows, int64_t nb, const float* p, int64_t p_stride,
                            int32_t head_dim, float* o) {
-    static_assert(NQ == 1);
-    constexpr int kDims = 64;
+    static_assert(NQ == 1 || NQ == 2);
+    constexpr int kVecs = 8 / NQ;
     int32_t d0 = 0;
-    for (; d0 + kDims <= head_dim; d0 += kDims) {
-      __m256 acc[kDims / 8];
-      for (int k = 0; k < kDims / 8; ++k) acc[k] = _mm256_loadu_ps(o + d0 + 8 * k);
-      for (int64_t i = 0; i < nb; ++i) {
-        const __m256 pv = _mm256_set1_ps(p[i]);
-        for (int k = 0; k < kDims / 8; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(pv, C::load8(v_rows[i] + d0 + 8 * k)));
+    for (; d0 + 8 * kVecs <= head_dim; d0 += 8 * kVecs) {
+      __m256 acc[NQ][kVecs];
+      for (int h = 0; h < NQ; ++h) {
+        for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm256_loadu_ps(o + int64_t{h} * head_dim + d0 + 8 * k);
       }
-      for (int k = 0; k < kDims / 8; ++k) _mm256_storeu_ps(o + d0 + 8 * k, acc[k]);
+      for (int64_t i = 0; i < nb; ++i) {
+        __m256 vv[kVecs];
+        for (int k = 0; k < kVecs; ++k) vv[k] = C::load8(v_rows[i] + d0 + 8 * k);
+        for (int h = 0; h < NQ; ++h) {
+          const __m256 pv = _mm256_set1_ps(p[h * p_stride + i]);
+          for (int k = 0; k < kVecs; ++k) acc[h][k] = _mm256_add_ps(acc[h][k], _mm256_mul_ps(pv, vv[k]));
+        }
+      }
+      for (int h = 0; h < NQ; ++h) {
+        for (int k = 0; k < kVecs; ++k) _mm256_storeu_ps(o + int64_t{h} * head_dim + d0 + 8 * k, acc[h][k]);
+      }
     }
-    for (int32_t d = d0; d < head_dim; ++d) {
-      float acc = o[d];
-      for (int64_t i = 0; i < nb; ++i) acc += p[i] * C::load1(v_rows[i] + d);
-      o[d] = acc;
+    for (int h = 0; h < NQ; ++h) {
+      for (int32_t d = d0; d < head_dim; ++d) {
+        float acc = o[int64_t{h} * head_dim + d];
+        for (int64_t i = 0; i < nb; ++i) acc += p[h * p_stride + i] * C::load1(v_rows[i] + d);
+        o[int64_t{h} * head_dim + d] = acc;
+      }
     }
   }
 };
