@@ -243,8 +243,8 @@ class CpuBackend final : public hal::Backend {
   const uint8_t* quantize_for_dot(ActBuffer& x, const QuantActFormat& f, int64_t n_tokens, int64_t n_cols,
                                   const uint8_t* prev_act);
   void attention(const hal::Graph& graph, const hal::Op& op);
-  // Where layer il's cache starts (an element index, F32 or F16 elements); in it, kv head h's rows (of head_dim elements, one per
-  // cache row) start at h * n_ctx * head_dim (kv_head_offset).
+  // Where layer il's cache starts (an element index, F32 or F16 elements); in it, kv head h's
+  // rows (of head_dim elements, one per cache row) start at h * n_ctx * head_dim (kv_head_offset).
   int64_t kv_layer(int32_t il) const { return static_cast<int64_t>(il) * kv_.n_ctx * kv_.n_embd_kv; }
   int64_t kv_head_offset(int64_t h, int32_t head_dim) const { return h * kv_.n_ctx * head_dim; }
   void store_kv(const hal::Graph& graph, const hal::Op& op);
@@ -680,8 +680,8 @@ void CpuBackend::attention(const hal::Graph& graph, const hal::Op& op) {
   // sequence's tokens are consecutive in a step and share one table.
   const int64_t n_tokens = static_cast<int64_t>(kv_rows_.pos.size());
   const auto alone_in_step = [&](int64_t t) {
-    const auto same = [&](int64_t u) { return u >= 0 && u < n_tokens && kv_rows_.table_begin[static_cast<size_t>(u)] == kv_rows_.table_begin[static_cast<size_t>(t)]; };
-    return !same(t - 1) && !same(t + 1);
+    const auto table = [&](int64_t u) { return kv_rows_.table_begin[static_cast<size_t>(u)]; };
+    return (t == 0 || table(t - 1) != table(t)) && (t + 1 == n_tokens || table(t + 1) != table(t));
   };
   pool_.parallel_for(attention_split_.n_items(), min_chunk(item_work), [&](int slot, int64_t i0, int64_t i1) {
     float* scores = scores_.as<float>() + static_cast<int64_t>(slot) * kMaxGroupHeads * kv_.n_ctx;

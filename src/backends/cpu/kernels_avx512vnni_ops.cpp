@@ -21,9 +21,6 @@ namespace bitnet::cpu::avx512vnni {
 
 namespace {
 
-// The lanes of a row's last head_dim % 16 elements.
-__mmask16 tail_mask(int32_t n) { return static_cast<__mmask16>((1u << n) - 1); }
-
 // {0, 1, ..., 15}.
 __m512i lane_index() { return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0); }
 
@@ -83,7 +80,7 @@ struct Avx512Rows {
         }
       }
       if (d < head_dim) {
-        const __mmask16 m = tail_mask(head_dim - d);
+        const __mmask16 m = first_lanes(head_dim - d);
         __m512 kv[R];
         for (int r = 0; r < R; ++r) kv[r] = C::load16_masked(kr[r] + d, m);
         for (int h = 0; h < NQ; ++h) {
@@ -94,7 +91,7 @@ struct Avx512Rows {
       __m512 v[16];
       for (int i = 0; i < 16; ++i) v[i] = i < NQ * R ? acc[i / R][i % R] : _mm512_setzero_ps();
       const __m512 scaled = _mm512_mul_ps(sum16(v), _mm512_set1_ps(kq_scale));  // lane h * R + r
-      const __mmask16 keep = tail_mask(nb - r0 < R ? static_cast<int32_t>(nb - r0) : R);
+      const __mmask16 keep = first_lanes(nb - r0 < R ? nb - r0 : R);
       for (int h = 0; h < NQ; ++h) {
         // Head h's R lanes down to lane 0.
         const __m512 lanes = _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(h * R), lane_index()), scaled);
@@ -130,7 +127,7 @@ struct Avx512Rows {
       }
     }
     for (; d0 < head_dim; d0 += 16) {
-      const __mmask16 m = head_dim - d0 >= 16 ? static_cast<__mmask16>(0xffff) : tail_mask(head_dim - d0);
+      const __mmask16 m = first_lanes(head_dim - d0);
       __m512 acc[NQ];
       for (int h = 0; h < NQ; ++h) acc[h] = _mm512_maskz_loadu_ps(m, o + int64_t{h} * head_dim + d0);
       for (int64_t i = 0; i < nb; ++i) {

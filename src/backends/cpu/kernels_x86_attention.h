@@ -1,9 +1,9 @@
 // The x86 attention that the AVX2 and AVX-512 VNNI sets share (kernels_avx2_ops.cpp,
 // kernels_avx512vnni_ops.cpp): exp_ps, the cache element loaders, the softmax, the 8-row sum
-// (store_lane_sums8) and the driver over one kv head's query heads (attention_heads_as_f32).
+// (store_lane_sums8) and the driver over one kv head's query heads (attend_positions).
 // Each set brings its own two row kernels (Rows::score8, the scaled q . k of 8 cache rows;
 // Rows::add_weighted, o += p * v in position order), for up to Rows::kHeads query heads at once:
-// 8 lanes wide and one head in the AVX2 set (16 ymm registers), 16 lanes and 4 heads in the
+// 8 lanes wide and two heads in the AVX2 set (16 ymm registers), 16 lanes and 4 heads in the
 // AVX-512 one.
 //
 // Internal linkage (anonymous namespace), as kernels_x86_qdot_common.h: each including file
@@ -83,19 +83,22 @@ inline __m512 exp_ps(__m512 x) {
   return _mm512_mul_ps(p, _mm512_castsi512_ps(pow2n));
 }
 
-// The lanes of the first n < 16 elements.
-inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+// The lanes of the first n elements of 16 (all of them for n >= 16): a row's or a run's last
+// elements, read and written without going past them.
+inline __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
 
 // One head's scores [n_pos] into exp(s - max) in place, 16 at a time, the last n_pos % 16 with
 // masked loads and stores (exp_ps, within 2 ulp of std::exp, as llama.cpp's vector softmax);
 // returns their sum, in double.
-double exp_scores(float* scores, int64_t n_pos, float max_score) {
-  const __m512 max_v = _mm512_set1_ps(max_score);
+double exp_scores(float* scores, int64_t n_pos, float m) {
+  const __m512 max_v = _mm512_set1_ps(m);
   __m512d sum_v[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
   for (int64_t j0 = 0; j0 < n_pos; j0 += 16) {
-    const __mmask16 m = n_pos - j0 >= 16 ? static_cast<__mmask16>(0xffff) : first_lanes(n_pos - j0);
-    const __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j0), max_v)));
-    _mm512_mask_storeu_ps(scores + j0, m, e);
+    const __mmask16 k = first_lanes(n_pos - j0);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, scores + j0), max_v)));
+    _mm512_mask_storeu_ps(scores + j0, k, e);
     sum_v[0] = _mm512_add_pd(sum_v[0], _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
     sum_v[1] = _mm512_add_pd(sum_v[1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
   }
@@ -107,7 +110,7 @@ double exp_scores(float* scores, int64_t n_pos, float max_score) {
 float max_score(const float* scores, int64_t n_pos) {
   __m512 m = _mm512_set1_ps(-INFINITY);
   for (int64_t j0 = 0; j0 < n_pos; j0 += 16) {
-    const __mmask16 k = n_pos - j0 >= 16 ? static_cast<__mmask16>(0xffff) : first_lanes(n_pos - j0);
+    const __mmask16 k = first_lanes(n_pos - j0);
     m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, scores + j0), m);
   }
   return _mm512_reduce_max_ps(m);
@@ -115,8 +118,8 @@ float max_score(const float* scores, int64_t n_pos) {
 #else
 // One head's scores [n_pos] into exp(s - max) in place, 8 at a time (exp_ps, within 2 ulp of
 // std::exp, as llama.cpp's vector softmax); returns their sum, in double.
-double exp_scores(float* scores, int64_t n_pos, float max_score) {
-  const __m256 max_v = _mm256_set1_ps(max_score);
+double exp_scores(float* scores, int64_t n_pos, float m) {
+  const __m256 max_v = _mm256_set1_ps(m);
   __m256d sum_v[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
   int64_t j0 = 0;
   for (; j0 + 8 <= n_pos; j0 += 8) {
@@ -129,7 +132,7 @@ double exp_scores(float* scores, int64_t n_pos, float max_score) {
   _mm256_store_pd(lanes, _mm256_add_pd(sum_v[0], sum_v[1]));
   double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   for (int64_t j = j0; j < n_pos; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
+    scores[j] = std::exp(scores[j] - m);
     sum += scores[j];
   }
   return sum;
@@ -151,8 +154,8 @@ float max_score(const float* scores, int64_t n_pos) {
 #endif
 
 // One head's scores [n_pos] into probabilities in place: exp_scores, times 1 / sum.
-void softmax_scores(float* scores, int64_t n_pos, float max_score) {
-  const float inv_sum = static_cast<float>(1.0 / exp_scores(scores, n_pos, max_score));
+void softmax_scores(float* scores, int64_t n_pos, float m) {
+  const float inv_sum = static_cast<float>(1.0 / exp_scores(scores, n_pos, m));
   for (int64_t j = 0; j < n_pos; ++j) scores[j] *= inv_sum;
 }
 
@@ -196,10 +199,9 @@ template <int Max, class F>
 
 // Attention of n_q query heads (q: n_q rows of head_dim) that share one kv head, over cached
 // positions [j_begin, j_end): the scores 8 positions at a time (Rows::score8), each head's
-// maximum (max_score), exp_scores, the
-// weighted sum of V adding p * v per element in position order (Rows::add_weighted) per block
-// of kPosBlock positions, each head's partial sums stored and reloaded between blocks (which
-// leaves every value as it was). The row kernels take up to Rows::kHeads heads per pass, each
+// maximum (max_score), exp_scores, the weighted sum of V adding p * v per element in position
+// order (Rows::add_weighted) per block of kPosBlock positions, each head's partial sums stored
+// and reloaded between blocks (which leaves every value as it was). The row kernels take up to Rows::kHeads heads per pass, each
 // cache element loaded (and converted from F16) once for them; each head's products and sums
 // are the same steps whatever heads share its pass, so each head's output equals the group of
 // one's, bit for bit. Each K and V row is read from memory once for the group.
