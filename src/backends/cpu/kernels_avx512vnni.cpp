@@ -578,25 +578,22 @@ void t5_to_2bit_t5order(const CpuWeight& w, int64_t rg0, int64_t n_rg, T5Scratch
 // whole row is exact in any order, so the one float update per row and token gives the scalar
 // twin's bits.
 //
-// Rows per pass: with 5-8 tokens one, with up to 4 two. With 8 tokens, 2 rows (16
-// accumulators, activations loaded once for both) ran 406 GMAC/s per Zen 5 core in cache but
-// about 210 on weights streamed from memory, 1 row 315-323 in cache and 287 streamed
-// (bench_cpu_kernels gemm_w2a8[_streamed] 6912x2560 tokens:8); a decode step's weights always
-// come from memory. With 2-4 tokens (8 accumulators) 2 rows stream well: on 2 threads, old and
-// new alternating, 2 tokens 210-226 -> 286-315 GMAC/s, 4 tokens 376-389 -> 461-493
-// (13824x2560), the down projection's 4-token tiles 395-426 -> 468-494. 8 tokens as two
-// 4-token passes of 2 rows: 551-570 -> 515-520; pairs up to 6 tokens: 3-4% slower steps.
-// 4 rows x 4 tokens ran about 100 on Zen 4 against 2 x 8's 107-116 (the decode's compares and
-// adds per row outweigh the saved loads).
-constexpr int kT5PairMaxTokens = 4;
+// Two rows per pass (each activation vector meets both rows' codes) for every token count up
+// to 8: 16 accumulators at 8 tokens. Each activation vector is loaded once into a register
+// (load_once): GCC folds a vector load into every vpdpbusd that reads it, and with that second
+// L1 load per product the load pipes were busy enough that Zen 5 dropped the weights' software
+// prefetches (measured with a throwaway program: lines prefetched from such a loop were not in
+// the cache afterwards). The tile then waited on memory: 2 rows x 8 tokens ran 390-410 GMAC/s
+// per core on weights in cache but about 210 streamed, below the one-row pass's 309 that was
+// used for 5-8 tokens until then; loaded once it streams at 394-401 (bench_cpu_kernels
+// gemm_w2a8_streamed 6912x2560 tokens:8, one thread; 735-765 on two against 573-589).
 
-// One position: the codes of state m against tokens 0 .. T-1 (token j's 64 activations at
-// a + j * stride) into acc[j]; then the state steps to the next position.
-template <int T>
-[[gnu::always_inline]] inline void t5_tile_position(__m512i& m, const int8_t* a, int64_t stride, __m512i acc[8]) {
-  const __m512i c = t5_codes64(m);
-  for (int j = 0; j < T; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], c, _mm512_loadu_si512(a + j * stride));
-  m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
+// v, kept in a register: the empty asm stops GCC from folding the load into each instruction
+// that reads it (see above).
+[[gnu::always_inline]] inline __m512i load_once(const int8_t* p) {
+  __m512i v = _mm512_loadu_si512(p);
+  asm("" : "+v"(v));
+  return v;
 }
 
 // A T5 weight's vector counts: all vectors of a row, and the full ones (5 positions) first.
@@ -607,62 +604,48 @@ struct T5Vectors {
   int64_t tail_col0(int64_t u) const { return kT5ChunkCols * (n_full / 4) + 256 * (u - n_full); }
 };
 
-// Row r of row group rg against T tokens (act: their T5-ordered activations, n_cols apart):
-// lane j of the result is 64 x the exact dot of the row and token j (0 for j >= T).
+// One position of rows r and r + 1 (states m0, m1) against tokens 0 .. T-1 (token j's 64
+// activations at a + j * stride) into acc0[j], acc1[j]; then the states step to the next position.
 template <int T>
-__m256i t5_row_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, const int8_t* act) {
-  const int64_t n_cols = w.n_cols;
-  const uint8_t* c = w.ternary.packed.data() + (rg * nv.n_vec * kT5Rows + r) * kT5VectorBytes;
-  __m512i acc[8];
-  for (auto& v : acc) v = _mm512_setzero_si512();
-  // Full vectors (5 positions, 320 consecutive activations), then the tail's vectors of 4
-  // positions, the last of 2 if n_cols % 256 == 128: position counts fixed at compile time
-  // (with the vector counts taken once per tile, T5Vectors: 302 -> 323 GMAC/s in cache).
-  int64_t u = 0;
-  for (; u < nv.n_full; ++u, c += kT5Rows * kT5VectorBytes) {
-    // A batched decode step's few tokens pass over codes that come from memory, as decode's.
-    prefetch_t5_ahead<1>(c);
-    __m512i m = _mm512_load_si512(c);
-    for (int i = 0; i < 5; ++i) t5_tile_position<T>(m, act + 320 * u + 64 * i, n_cols, acc);
+[[gnu::always_inline]] inline void t5_pair_position(__m512i& m0, __m512i& m1, const int8_t* a, int64_t stride, __m512i acc0[8],
+                                                    __m512i acc1[8]) {
+  const __m512i c0 = t5_codes64(m0), c1 = t5_codes64(m1);
+  for (int j = 0; j < T; ++j) {
+    const __m512i x = load_once(a + j * stride);
+    acc0[j] = _mm512_dpbusd_epi32(acc0[j], c0, x);
+    acc1[j] = _mm512_dpbusd_epi32(acc1[j], c1, x);
   }
-  for (; u < nv.n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
-    __m512i m = _mm512_load_si512(c);
-    const int64_t col0 = nv.tail_col0(u);
-    for (int i = 0; i < 2; ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
-    if (n_cols - col0 >= 256) {
-      for (int i = 2; i < 4; ++i) t5_tile_position<T>(m, act + col0 + 64 * i, n_cols, acc);
-    }
-  }
-  return lane_sums8(acc);
+  m0 = _mm512_add_epi8(m0, _mm512_add_epi8(m0, m0));
+  m1 = _mm512_add_epi8(m1, _mm512_add_epi8(m1, m1));
 }
 
-// Rows r and r + 1 of row group rg against T <= kT5PairMaxTokens tokens, each activation
-// vector loaded once for both: lane j of out[i] is 64 x the exact dot of row r + i and token j.
-// (One loop over all vectors with a run-time position count: in runs minutes apart, this form
-// ran the down projection's 4-token tiles at 504-536 GMAC/s streamed on 2 threads, a copy of
-// t5_row_dots's form at 469-479; the host's noise is of that order.)
+// Rows r and r + 1 of row group rg against T <= 8 tokens (act: their T5-ordered activations,
+// n_cols apart): lane j of out[i] is 64 x the exact dot of row r + i and token j (0 for j >= T).
+// Full vectors (5 positions, 320 consecutive activations), then the tail's vectors of 4
+// positions, the last of 2 if n_cols % 256 == 128: position counts fixed at compile time, and
+// the 5 positions unrolled by force (GCC otherwise kept a loop whose 16 accumulators rotated
+// through registers and the stack: 267 GMAC/s in cache against 415).
 template <int T>
 void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, const int8_t* act, __m256i out[2]) {
-  static_assert(T <= kT5PairMaxTokens);
+  static_assert(T <= 8);
   const int64_t n_cols = w.n_cols;
   const uint8_t* c = w.ternary.packed.data() + (rg * nv.n_vec * kT5Rows + r) * kT5VectorBytes;
   __m512i acc0[8], acc1[8];
   for (int j = 0; j < 8; ++j) acc0[j] = acc1[j] = _mm512_setzero_si512();
-  for (int64_t u = 0; u < nv.n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+  int64_t u = 0;
+  for (; u < nv.n_full; ++u, c += kT5Rows * kT5VectorBytes) {
+    // A batched decode step's few tokens pass over codes that come from memory, as decode's.
     prefetch_t5_ahead<2>(c);
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
-    const bool full = u < nv.n_full;
-    const int64_t col0 = full ? 320 * u : nv.tail_col0(u);
-    const int n_pos = full ? 5 : (n_cols - col0 >= 256 ? 4 : 2);
-    for (int i = 0; i < n_pos; ++i) {
-      const __m512i c0 = t5_codes64(m0), c1 = t5_codes64(m1);
-      for (int j = 0; j < T; ++j) {
-        const __m512i a = _mm512_loadu_si512(act + col0 + 64 * i + j * n_cols);
-        acc0[j] = _mm512_dpbusd_epi32(acc0[j], c0, a);
-        acc1[j] = _mm512_dpbusd_epi32(acc1[j], c1, a);
-      }
-      m0 = _mm512_add_epi8(m0, _mm512_add_epi8(m0, m0));
-      m1 = _mm512_add_epi8(m1, _mm512_add_epi8(m1, m1));
+#pragma GCC unroll 5
+    for (int i = 0; i < 5; ++i) t5_pair_position<T>(m0, m1, act + 320 * u + 64 * i, n_cols, acc0, acc1);
+  }
+  for (; u < nv.n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+    __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
+    const int64_t col0 = nv.tail_col0(u);
+    for (int i = 0; i < 2; ++i) t5_pair_position<T>(m0, m1, act + col0 + 64 * i, n_cols, acc0, acc1);
+    if (n_cols - col0 >= 256) {
+      for (int i = 2; i < 4; ++i) t5_pair_position<T>(m0, m1, act + col0 + 64 * i, n_cols, acc0, acc1);
     }
   }
   out[0] = lane_sums8(acc0);
@@ -675,9 +658,10 @@ void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r
 constexpr int64_t kT5TileActBytes = 32 << 10;
 
 // Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary). 2B-4T
-// prompts on 2 Zen 5 threads with the one-row tile: pp10-16 the native tile 174-228 tok/s
-// against 144-205 rewritten, pp24-32 rewritten 233-270 against 230-241.
-constexpr int64_t kT5NativeMaxTokens = 16;
+// prompts on 2 Zen 5 threads, native tiles (two rows per pass) against rewritten blocks: pp24
+// 293-298 against 241-246 tok/s, pp32 301 against 267-271, pp48 299-310 against 297-301, pp64
+// 307-315 against 316-319.
+constexpr int64_t kT5NativeMaxTokens = 32;
 
 // Tokens t0 .. t0+T-1 against rows [ra, rb) (whole row groups but at ra and rb), one scale per
 // row: y = 0 + (dot - act_sum) / s * scale, the scalar twin's float steps. Two rows of a row
@@ -701,14 +685,7 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
       const int64_t row0 = rg * kT5Rows + 2 * q;
       if (row0 + 2 <= ra || row0 >= rb) continue;
       __m256i pair[2];
-      if constexpr (T <= kT5PairMaxTokens) {
-        t5_row_pair_dots<T>(w, nv, rg, 2 * q, a, pair);
-      } else {
-        // Second row first, as GCC evaluated the two calls when they were one expression (the
-        // order moved the down projection's 4-token tile by 15%).
-        pair[1] = t5_row_dots<T>(w, nv, rg, 2 * q + 1, a);
-        pair[0] = t5_row_dots<T>(w, nv, rg, 2 * q, a);
-      }
+      t5_row_pair_dots<T>(w, nv, rg, 2 * q, a, pair);
       const __m512i dots = _mm512_inserti64x4(_mm512_castsi256_si512(pair[0]), pair[1], 1);
       const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(2 * q)),
                                               _mm512_castps128_ps512(_mm_loadu_ps(w.ternary.scales.data() + rg * kT5Rows)));
