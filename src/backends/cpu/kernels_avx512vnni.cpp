@@ -288,11 +288,11 @@ T5TokenAct t5_act(const CpuWeight& w, const Q8Rows& x) {
 // misses alone leave it short of the memory's bandwidth.
 constexpr int64_t kT5PrefetchBytes = 8192;
 
-// Prefetches rows 0 .. R-1 of the T5 vector kT5PrefetchBytes past c (one line per row). Inlined
+// Prefetches rows 0 .. R-1 of the T5 vector `ahead` bytes past c (one line per row). Inlined
 // by force: GCC 12 drops calls to a function whose only effects are prefetches.
 template <int R>
-[[gnu::always_inline]] inline void prefetch_t5_ahead(const uint8_t* c) {
-  for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + kT5PrefetchBytes + r * kT5VectorBytes), _MM_HINT_T0);
+[[gnu::always_inline]] inline void prefetch_t5_ahead(const uint8_t* c, int64_t ahead = kT5PrefetchBytes) {
+  for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + ahead + r * kT5VectorBytes), _MM_HINT_T0);
 }
 
 // Decode with a scale per 256 columns: the 4 rows of row group rg against one token (its
@@ -619,28 +619,35 @@ template <int T>
   m1 = _mm512_add_epi8(m1, _mm512_add_epi8(m1, m1));
 }
 
-// Rows r and r + 1 of row group rg against T <= 8 tokens (act: their T5-ordered activations,
-// n_cols apart): lane j of out[i] is 64 x the exact dot of row r + i and token j (0 for j >= T).
-// Full vectors (5 positions, 320 consecutive activations), then the tail's vectors of 4
-// positions, the last of 2 if n_cols % 256 == 128: position counts fixed at compile time, and
-// the 5 positions unrolled by force (GCC otherwise kept a loop whose 16 accumulators rotated
-// through registers and the stack: 267 GMAC/s in cache against 415).
+// Vectors [u0, u1) of every row: the part of the rows that one sweep of a tile covers.
+struct T5Part {
+  int64_t u0, u1;
+};
+
+// Rows r and r + 1 of row group rg, vectors [part.u0, part.u1), against T <= 8 tokens (act:
+// their T5-ordered activations, n_cols apart): lane j of out[i] is 64 x the exact dot of that
+// part of row r + i and token j (0 for j >= T). Full vectors (5 positions, 320 consecutive
+// activations), then the tail's vectors of 4 positions, the last of 2 if n_cols % 256 == 128:
+// position counts fixed at compile time, and the 5 positions unrolled by force (GCC otherwise
+// kept a loop whose 16 accumulators rotated through registers and the stack: 267 GMAC/s in
+// cache against 415). The codes are prefetched `ahead` bytes on.
 template <int T>
-void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, const int8_t* act, __m256i out[2]) {
+void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, const int8_t* act, T5Part part,
+                      int64_t ahead, __m256i out[2]) {
   static_assert(T <= 8);
   const int64_t n_cols = w.n_cols;
-  const uint8_t* c = w.ternary.packed.data() + (rg * nv.n_vec * kT5Rows + r) * kT5VectorBytes;
+  const uint8_t* c = w.ternary.packed.data() + ((rg * nv.n_vec + part.u0) * kT5Rows + r) * kT5VectorBytes;
   __m512i acc0[8], acc1[8];
   for (int j = 0; j < 8; ++j) acc0[j] = acc1[j] = _mm512_setzero_si512();
-  int64_t u = 0;
-  for (; u < nv.n_full; ++u, c += kT5Rows * kT5VectorBytes) {
+  int64_t u = part.u0;
+  for (; u < min64(part.u1, nv.n_full); ++u, c += kT5Rows * kT5VectorBytes) {
     // A batched decode step's few tokens pass over codes that come from memory, as decode's.
-    prefetch_t5_ahead<2>(c);
+    prefetch_t5_ahead<2>(c, ahead);
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
 #pragma GCC unroll 5
     for (int i = 0; i < 5; ++i) t5_pair_position<T>(m0, m1, act + 320 * u + 64 * i, n_cols, acc0, acc1);
   }
-  for (; u < nv.n_vec; ++u, c += kT5Rows * kT5VectorBytes) {
+  for (; u < part.u1; ++u, c += kT5Rows * kT5VectorBytes) {
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
     const int64_t col0 = nv.tail_col0(u);
     for (int i = 0; i < 2; ++i) t5_pair_position<T>(m0, m1, act + col0 + 64 * i, n_cols, acc0, acc1);
@@ -652,22 +659,34 @@ void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r
   out[1] = lane_sums8(acc1);
 }
 
-// Token tiles of 8 while their activations fit in this much of L1 (48 KB on Zen 4 / 5, 32 KB
-// on Cascade Lake), else of 4: each row's pass sweeps all of them, so 8 x 6912 columns (the
-// down projection) missed L1 throughout.
+// A tile sweeps its rows one part at a time, each part's activations at most this much of L1
+// (48 KB on Zen 4 / 5, 32 KB on Cascade Lake): every row pair's pass reads all of the part's,
+// and 8 tokens x 6912 columns (the down projection) missed L1 throughout. The sweeps cover
+// this many row groups (64 rows), whose int32 dots wait on the stack (2 KB).
 constexpr int64_t kT5TileActBytes = 32 << 10;
+constexpr int64_t kT5SweepRowGroups = 16;
 
 // Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary). 2B-4T
-// prompts on 2 Zen 5 threads, native tiles (two rows per pass) against rewritten blocks: pp24
-// 293-298 against 241-246 tok/s, pp32 301 against 267-271, pp48 299-310 against 297-301, pp64
-// 307-315 against 316-319.
-constexpr int64_t kT5NativeMaxTokens = 32;
+// prompts on 2 Zen 5 threads, native tiles against rewritten blocks, tok/s: pp40 343-348
+// against 292, pp64 352-354 against 321-326, pp128 352 against 346-348, pp256 346-350 against
+// 351, pp512 321-326 against 332-340.
+constexpr int64_t kT5NativeMaxTokens = 128;
+
+// How many parts a T5 weight's rows take for T tokens: as few as keep each part's activations
+// within kT5TileActBytes (up to kT5MaxParts: rows past 256K columns pass it). Part i of n holds
+// vectors [n_vec * i / n, n_vec * (i + 1) / n).
+constexpr int64_t kT5MaxParts = 64;
+int64_t t5_part_count(const T5Vectors& nv, int64_t n_cols, int64_t T) {
+  return min64(min64(nv.n_vec, kT5MaxParts), (T * n_cols + kT5TileActBytes - 1) / kT5TileActBytes);
+}
 
 // Tokens t0 .. t0+T-1 against rows [ra, rb) (whole row groups but at ra and rb), one scale per
-// row: y = 0 + (dot - act_sum) / s * scale, the scalar twin's float steps. Two rows of a row
-// group share one float epilogue: lane 8p + j holds row 2q + p (pair q) and token j.
+// row: y = 0 + (dot - act_sum) / s * scale, the scalar twin's float steps. A sweep of row
+// groups runs part after part, adding the parts' exact int32 dots; then two rows of a row group
+// share one float epilogue: lane 8p + j holds row 2q + p (pair q) and token j.
 template <int T>
-void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0, int64_t ra, int64_t rb, float* y) {
+void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0, int64_t ra, int64_t rb, float* y,
+             int64_t n_parts) {
   alignas(64) int32_t sums[16];
   alignas(64) float s[16];
   for (int k = 0; k < 16; ++k) {
@@ -680,41 +699,64 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
   const __m512i lane_row = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
   const int8_t* a = act + t0 * w.n_cols;
   const T5Vectors nv(w.n_cols);
-  for (int64_t rg = ra / kT5Rows; rg * kT5Rows < rb; ++rg) {
-    for (int q = 0; q < kT5Rows / 2; ++q) {
-      const int64_t row0 = rg * kT5Rows + 2 * q;
-      if (row0 + 2 <= ra || row0 >= rb) continue;
-      __m256i pair[2];
-      t5_row_pair_dots<T>(w, nv, rg, 2 * q, a, pair);
-      const __m512i dots = _mm512_inserti64x4(_mm512_castsi256_si512(pair[0]), pair[1], 1);
-      const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(2 * q)),
-                                              _mm512_castps128_ps512(_mm_loadu_ps(w.ternary.scales.data() + rg * kT5Rows)));
-      const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srai_epi32(dots, 6), sum16));
-      alignas(64) float out[16];
-      _mm512_store_ps(out, _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_div_ps(d, s16), sc)));
-      // Fixed-size stores: GCC turned the general loop into memcpy calls of run-time size when
-      // it copied lanes by a row range, a fifth of the tile's time for 8 tokens.
-      for (int p = 0; p < 2; ++p) {
-        if (row0 + p < ra || row0 + p >= rb) continue;
-        for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + row0 + p] = out[8 * p + j];
+  // Prefetch distance: whole row groups, so a sweep fetches the lines of its own part.
+  const int64_t rg_bytes = nv.n_vec * kT5Rows * kT5VectorBytes;
+  const int64_t ahead = rg_bytes * ((kT5PrefetchBytes + rg_bytes - 1) / rg_bytes);
+  const auto in_range = [&](int64_t row) { return row >= ra && row < rb; };
+  const int64_t rg_end = (rb + kT5Rows - 1) / kT5Rows;
+  T5Part parts[kT5MaxParts];
+  for (int64_t p = 0; p < n_parts; ++p) parts[p] = {nv.n_vec * p / n_parts, nv.n_vec * (p + 1) / n_parts};
+  const int64_t sweep = n_parts == 1 ? 1 : kT5SweepRowGroups;
+  for (int64_t rg0 = ra / kT5Rows; rg0 < rg_end; rg0 += sweep) {
+    const int64_t n_rg = min64(sweep, rg_end - rg0);
+    __m512i dots[kT5SweepRowGroups][kT5Rows / 2];  // pair q of row group rg0 + i: rows 2q (low half), 2q + 1
+    for (int64_t p = 0; p < n_parts; ++p) {
+      for (int64_t i = 0; i < n_rg; ++i) {
+        for (int q = 0; q < kT5Rows / 2; ++q) {
+          const int64_t row0 = (rg0 + i) * kT5Rows + 2 * q;
+          if (!in_range(row0) && !in_range(row0 + 1)) continue;
+          __m256i pair[2];
+          t5_row_pair_dots<T>(w, nv, rg0 + i, 2 * q, a, parts[p], ahead, pair);
+          const __m512i d = _mm512_inserti64x4(_mm512_castsi256_si512(pair[0]), pair[1], 1);
+          dots[i][q] = p == 0 ? d : _mm512_add_epi32(dots[i][q], d);
+        }
+      }
+    }
+    for (int64_t i = 0; i < n_rg; ++i) {
+      const int64_t rg = rg0 + i;
+      for (int q = 0; q < kT5Rows / 2; ++q) {
+        const int64_t row0 = rg * kT5Rows + 2 * q;
+        if (!in_range(row0) && !in_range(row0 + 1)) continue;
+        const __m512 sc = _mm512_permutexvar_ps(_mm512_add_epi32(lane_row, _mm512_set1_epi32(2 * q)),
+                                                _mm512_castps128_ps512(_mm_loadu_ps(w.ternary.scales.data() + rg * kT5Rows)));
+        const __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srai_epi32(dots[i][q], 6), sum16));
+        alignas(64) float out[16];
+        _mm512_store_ps(out, _mm512_add_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_div_ps(d, s16), sc)));
+        // Fixed-size stores: GCC turned the general loop into memcpy calls of run-time size when
+        // it copied lanes by a row range, a fifth of the tile's time for 8 tokens.
+        for (int p = 0; p < 2; ++p) {
+          if (!in_range(row0 + p)) continue;
+          for (int j = 0; j < T; ++j) y[(t0 + j) * w.n_rows + row0 + p] = out[8 * p + j];
+        }
       }
     }
   }
 }
 
 // Rows [r0, r1) against all tokens, in cache blocks of row groups that every token tile passes
-// over while they are in L2, as ternary_gemm.
+// over while they are in L2, as ternary_gemm; tiles of 8 tokens, the rows in parts (t5_part_count).
 void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
-  const int64_t TT = w.n_cols * 8 <= kT5TileActBytes ? 8 : 4;
-  using Tile = void (*)(const CpuWeight&, const Q8Rows&, const int8_t*, int64_t, int64_t, int64_t, float*);
+  using Tile = void (*)(const CpuWeight&, const Q8Rows&, const int8_t*, int64_t, int64_t, int64_t, float*, int64_t);
   static constexpr Tile kTiles[] = {nullptr,    t5_tile<1>, t5_tile<2>, t5_tile<3>, t5_tile<4>,
                                     t5_tile<5>, t5_tile<6>, t5_tile<7>, t5_tile<8>};
   const int8_t* act = t5_ordered(x, w.n_cols, x.n_tokens);
-  const int64_t rg_bytes = t5_vectors(w.n_cols) * kT5Rows * kT5VectorBytes;
+  const T5Vectors nv(w.n_cols);
+  const int64_t rg_bytes = nv.n_vec * kT5Rows * kT5VectorBytes;
   const int64_t block_rows = kT5Rows * max64(1, W2A8::kBlockCodeBytes / rg_bytes);
+  const int64_t n_parts = t5_part_count(nv, w.n_cols, min64(8, x.n_tokens));
   for (int64_t rb = r0; rb < r1;) {
     const int64_t rb_end = min64(r1, rb / kT5Rows * kT5Rows + block_rows);
-    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += TT) kTiles[min64(TT, x.n_tokens - t0)](w, x, act, t0, rb, rb_end, y);
+    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += 8) kTiles[min64(8, x.n_tokens - t0)](w, x, act, t0, rb, rb_end, y, n_parts);
     rb = rb_end;
   }
 }
@@ -762,7 +804,7 @@ void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, i
   BITNET_CHECK(w.ternary.rows_per_group == kT5Rows);
   if (x.n_tokens > 1) {
     // Decoding codes in registers costs more per token than the 2-bit tiles, rewriting a block
-    // costs more per block: on 2B-4T shapes the first wins up to about 32 tokens (docs/performance.md).
+    // costs more per block: on 2B-4T shapes the first wins up to about 128 tokens (docs/performance.md).
     const bool native = w.ternary.scale_block == w.n_cols && x.n_tokens <= kT5NativeMaxTokens;
     return native ? t5_gemm_rows(w, x, y, r0, r1) : t5_gemm(w, x, y, r0, r1);
   }

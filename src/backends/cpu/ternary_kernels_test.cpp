@@ -122,8 +122,10 @@ TEST_P(TernaryMatchesTwin, TokenTilesAndRowBlocks) {
     int64_t n_rows, n_cols;
     std::vector<int64_t> token_counts;
   };
-  // 16384 columns: a 256 KiB block of codes holds 16 row groups (64 rows), so 150 rows span 3.
-  const Shape shapes[] = {{37, 512, {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 33, 67}},
+  // 16384 columns: a 256 KiB block of codes holds 16 row groups (64 rows), so 150 rows span 3,
+  // and 8 tokens' activations (128 KiB) take the AVX-512 T5 tiles 4 parts. 137 tokens: past the
+  // T5 tiles' largest step (kT5NativeMaxTokens), where blocks are rewritten in the 2-bit layout.
+  const Shape shapes[] = {{37, 512, {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 33, 67, 137}},
                           {150, 16384, {1, 2, 8, 13, 33}}};
   for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
     for (const Shape& sh : shapes) {
