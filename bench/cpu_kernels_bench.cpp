@@ -121,6 +121,29 @@ void bench_float(benchmark::State& state, const KernelSet* set, GgmlType type, S
   set_counters(state, static_cast<double>(w.raw.size()), static_cast<double>(s.n_rows * s.n_cols * n_tokens));
 }
 
+// A quant-format weight against n_tokens tokens as the backend runs it: activations quantized
+// once (the weight's activation format), each thread's share of rows through matmul_quant_rows
+// with the set's tile.
+void bench_quant_tile(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens, int n_threads) {
+  const CpuWeight w = weight(*set, type, s);
+  const QuantActFormat f = *quant_act_format(type);
+  const auto x = activations(n_tokens * s.n_cols, 3);
+  const int64_t act_row_bytes = f.row_bytes(s.n_cols);
+  std::vector<uint8_t> act(static_cast<size_t>(n_tokens * act_row_bytes));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t b = 0; b < s.n_cols / f.block; ++b) f.quantize_block(x.data() + t * s.n_cols + b * f.block, act.data() + t * act_row_bytes + b * f.bytes);
+  }
+  std::vector<float> y(static_cast<size_t>(n_tokens * s.n_rows));
+  ThreadPool pool(n_threads);
+  for (auto _ : state) {
+    split_rows(pool, s.n_rows, 8, [&](int64_t r0, int64_t r1) {
+      matmul_quant_rows(w, act.data(), act_row_bytes, n_tokens, y.data(), r0, r1, set->quant_dot(type), set->quant_tile(type));
+    });
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_counters(state, static_cast<double>(w.raw.size()), static_cast<double>(s.n_rows * s.n_cols * n_tokens));
+}
+
 void bench_quantize(benchmark::State& state, const KernelSet* set, int64_t n_cols) {
   const auto x = activations(n_cols, 4);
   Q8Buffer q8;
@@ -254,6 +277,14 @@ void register_set(const KernelSet* set) {
                                                kHeadShape.n_rows, kHeadShape.n_cols, threads).c_str(),
                                    bench_float, set, type, kHeadShape, int64_t{1}, threads)->UseRealTime();
     }
+  }
+  // The Q6_K head of a decode step of 8 sequences: rows in the L3 on one thread, then the
+  // head's shape streamed from memory on two.
+  if (set->quant_tile != nullptr) {
+    benchmark::RegisterBenchmark(fmt::format("gemm_q6_K/{}/2048x2560/tokens:8/threads:1", name).c_str(), bench_quant_tile, set,
+                                 GgmlType::kQ6_K, Shape{2048, 2560}, int64_t{8}, 1)->UseRealTime();
+    benchmark::RegisterBenchmark(fmt::format("gemm_q6_K/{}/{}x{}/tokens:8/threads:2", name, kHeadShape.n_rows, kHeadShape.n_cols).c_str(),
+                                 bench_quant_tile, set, GgmlType::kQ6_K, kHeadShape, int64_t{8}, 2)->UseRealTime();
   }
   benchmark::RegisterBenchmark(fmt::format("gemm_f16/{}/2560x2560/tokens:8", name).c_str(), bench_float, set,
                                GgmlType::kF16, Shape{2560, 2560}, int64_t{8}, 1)->UseRealTime();
