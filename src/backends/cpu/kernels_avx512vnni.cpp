@@ -606,6 +606,10 @@ struct T5Vectors {
 
 // One position of rows r and r + 1 (states m0, m1) against tokens 0 .. T-1 (token j's 64
 // activations at a + j * stride) into acc0[j], acc1[j]; then the states step to the next position.
+// The empty asm at the end keeps GCC from interleaving positions: it had spilled 5 of the 16
+// accumulators per vector, and those stack loads and stores, with the load pipes as busy as
+// they are here, again cost the weights' prefetches (streamed on one thread 337-351 -> 390-392
+// GMAC/s; a 2B-4T step of 8 sequences 207-208 -> 225-229 tok/s).
 template <int T>
 [[gnu::always_inline]] inline void t5_pair_position(__m512i& m0, __m512i& m1, const int8_t* a, int64_t stride, __m512i acc0[8],
                                                     __m512i acc1[8]) {
@@ -617,6 +621,7 @@ template <int T>
   }
   m0 = _mm512_add_epi8(m0, _mm512_add_epi8(m0, m0));
   m1 = _mm512_add_epi8(m1, _mm512_add_epi8(m1, m1));
+  for (int j = 0; j < T; ++j) asm("" : "+v"(acc0[j]), "+v"(acc1[j]));
 }
 
 // Vectors [u0, u1) of every row: the part of the rows that one sweep of a tile covers.
