@@ -16,6 +16,8 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "backends/cpu/kernels.h"
@@ -664,13 +666,14 @@ void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r
   out[1] = lane_sums8(acc1);
 }
 
-// A tile sweeps its rows one part at a time, each part's activations at most this much of L1
-// (48 KB on Zen 4 / 5, 32 KB on Cascade Lake): every row pair's pass reads all of the part's,
-// and 8 tokens x 6912 columns (the down projection) missed L1 throughout. Rows in several
-// parts are swept this many row groups (64 rows) at a time, their int32 dots waiting on the
-// stack (2 KB); a row of one part runs its epilogue after each row group (sweeping 16 there
-// ran the 2560-column shapes 3-7% slower).
-constexpr int64_t kT5TileActBytes = 32 << 10;
+// A tile sweeps its rows one part at a time, each part's activations at most two thirds of
+// the L1 data cache (t5_part_act_bytes: 32 KB of Zen 5's 48 KB, 21 KB of Zen 4's and Cascade
+// Lake's 32 KB), the rest left to the codes passing through: every row pair's pass reads all of
+// the part's activations, and 8 tokens x 6912 columns (the down projection) missed L1
+// throughout (on Zen 5, parts of 24 KB ran the down projection 3-4% slower than of 32 KB).
+// Rows in several parts are swept this many row groups (64 rows) at a time, their int32 dots
+// waiting on the stack (2 KB); a row of one part runs its epilogue after each row group
+// (sweeping 16 there ran the 2560-column shapes 3-7% slower).
 constexpr int64_t kT5SweepRowGroups = 16;
 
 // Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary). 2B-4T
@@ -679,12 +682,26 @@ constexpr int64_t kT5SweepRowGroups = 16;
 // 351, pp512 321-326 against 332-340.
 constexpr int64_t kT5NativeMaxTokens = 128;
 
+// Two thirds of this CPU's L1 data cache (32 KB where the system does not say), read once.
+int64_t t5_part_act_bytes() {
+  static const int64_t bytes = [] {
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    const long l1d = ::sysconf(_SC_LEVEL1_DCACHE_SIZE);
+#else
+    const long l1d = 0;
+#endif
+    return (l1d >= (16 << 10) ? static_cast<int64_t>(l1d) : int64_t{48} << 10) * 2 / 3;
+  }();
+  return bytes;
+}
+
 // How many parts a T5 weight's rows take for T tokens: as few as keep each part's activations
-// within kT5TileActBytes (up to kT5MaxParts: rows past 256K columns pass it). Part i of n holds
-// vectors [n_vec * i / n, n_vec * (i + 1) / n).
+// within t5_part_act_bytes (up to kT5MaxParts: rows past 256K columns pass it). Part i of n
+// holds vectors [n_vec * i / n, n_vec * (i + 1) / n).
 constexpr int64_t kT5MaxParts = 64;
 int64_t t5_part_count(const T5Vectors& nv, int64_t n_cols, int64_t T) {
-  return min64(min64(nv.n_vec, kT5MaxParts), (T * n_cols + kT5TileActBytes - 1) / kT5TileActBytes);
+  const int64_t limit = t5_part_act_bytes();
+  return min64(min64(nv.n_vec, kT5MaxParts), (T * n_cols + limit - 1) / limit);
 }
 
 // Tokens t0 .. t0+T-1 against rows [ra, rb) (whole row groups but at ra and rb), one scale per
