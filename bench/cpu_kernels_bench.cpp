@@ -130,9 +130,7 @@ void bench_quant_tile(benchmark::State& state, const KernelSet* set, GgmlType ty
   const auto x = activations(n_tokens * s.n_cols, 3);
   const int64_t act_row_bytes = f.row_bytes(s.n_cols);
   std::vector<uint8_t> act(static_cast<size_t>(n_tokens * act_row_bytes));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t b = 0; b < s.n_cols / f.block; ++b) f.quantize_block(x.data() + t * s.n_cols + b * f.block, act.data() + t * act_row_bytes + b * f.bytes);
-  }
+  for (int64_t t = 0; t < n_tokens; ++t) f.quantize_row(x.data() + t * s.n_cols, s.n_cols, act.data() + t * act_row_bytes);
   std::vector<float> y(static_cast<size_t>(n_tokens * s.n_rows));
   ThreadPool pool(n_threads);
   for (auto _ : state) {

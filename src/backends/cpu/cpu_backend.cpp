@@ -464,9 +464,7 @@ const uint8_t* CpuBackend::quantize_for_dot(ActBuffer& x, const QuantActFormat& 
           kernels_->quantize_act_row(f.type, src + t * n_cols, n_cols, dst + t * row_bytes)) {
         continue;
       }
-      for (int64_t b = 0; b < n_cols / f.block; ++b) {
-        f.quantize_block(src + t * n_cols + b * f.block, dst + t * row_bytes + b * f.bytes);
-      }
+      f.quantize_row(src + t * n_cols, n_cols, dst + t * row_bytes);
     }
   });
   return buf.data();

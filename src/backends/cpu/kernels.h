@@ -32,6 +32,10 @@ struct QuantActFormat {
   int64_t bytes;    // bytes per block
   void (*quantize_block)(const float* x, uint8_t* dst);  // ggml's reference quantizer
   int64_t row_bytes(int64_t n_cols) const { return n_cols / block * bytes; }
+  // One row of n_cols floats (whole blocks) into row_bytes(n_cols) bytes at dst, block by block.
+  void quantize_row(const float* x, int64_t n_cols, uint8_t* dst) const {
+    for (int64_t b = 0; b < n_cols / block; ++b) quantize_block(x + b * block, dst + b * bytes);
+  }
 };
 // The activation format of `weight_type`'s quantized-activation matmul, if it has one.
 std::optional<QuantActFormat> quant_act_format(GgmlType weight_type);

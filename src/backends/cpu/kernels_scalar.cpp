@@ -192,16 +192,11 @@ void matmul_quantized_act(const CpuWeight& w, const float* x, int64_t n_tokens, 
                           int64_t r1, QuantDotFn row_dot) {
   const std::optional<QuantActFormat> f = quant_act_format(w.type);
   BITNET_CHECK(f.has_value() && w.n_cols % f->block == 0);
-  const int64_t n_blocks = w.n_cols / f->block;
   const int64_t a_row_bytes = f->row_bytes(w.n_cols);
   // Grown once per thread to the largest batch it meets; no allocation per call after that.
   thread_local std::vector<uint8_t> act;
   if (act.size() < static_cast<size_t>(n_tokens * a_row_bytes)) act.resize(static_cast<size_t>(n_tokens * a_row_bytes));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      f->quantize_block(x + t * w.n_cols + b * f->block, act.data() + t * a_row_bytes + b * f->bytes);
-    }
-  }
+  for (int64_t t = 0; t < n_tokens; ++t) f->quantize_row(x + t * w.n_cols, w.n_cols, act.data() + t * a_row_bytes);
   matmul_quant_rows(w, act.data(), a_row_bytes, n_tokens, y, r0, r1, row_dot);
 }
 
