@@ -42,6 +42,22 @@ bool norm_then_quantize(const hal::Op& norm, const hal::Op& next) {
          next.a == norm.dst;
 }
 
+// dst = f(a, b) over n floats: KernelSet::add, silu_mul, relu2_mul.
+using ElementwiseFn = void (*)(const float* a, const float* b, int64_t n, float* dst);
+
+bool is_elementwise(hal::OpKind kind) {
+  return kind == hal::OpKind::kAdd || kind == hal::OpKind::kSiluMul || kind == hal::OpKind::kRelu2Mul;
+}
+
+// An elementwise op (the residual add, the gated activation) whose output the next op, an
+// rms_norm over whole rows, reads: one loop does both, row by row (and the quantization after,
+// as norm_then_quantize). On their own the two were a loop each; a decode step of 8 sequences
+// ran the add (8 x 2560) and the activation (8 x 6912) on one thread, below the work that pays
+// for a second, while the other waited.
+bool elementwise_then_norm(const hal::Op& op, const hal::Op& norm) {
+  return is_elementwise(op.kind) && norm.kind == hal::OpKind::kRmsNorm && norm.n_head == 0 && norm.a == op.dst;
+}
+
 // Matmuls run as one parallel loop at most (Q, K, V is the longest run in the op lists).
 constexpr size_t kMaxFusedMatmuls = 4;
 
@@ -225,10 +241,14 @@ class CpuBackend final : public hal::Backend {
   void prepare_acts(const hal::Graph& graph);
   Status run_op(const hal::Graph& graph, const hal::Op& op, std::span<const int32_t> tokens);
   // With `quantize` (the next op, quantizing this output): each row quantized right after its norm.
-  void rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::Op* quantize = nullptr);
+  // The norm op (over d's rows), then quantize (if given) on its output; first, row by row, the
+  // elementwise op pre (if given) that writes the norm's input.
+  void rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::Op* quantize = nullptr, const hal::Op* pre = nullptr);
   void quantize(const hal::ActDesc& d, const hal::Op& op);
   void rope(const hal::Graph& graph, const hal::ActDesc& d, const hal::Op& op);
   void elementwise(const hal::ActDesc& d, const hal::Op& op);
+  // The kernel and receipt entry of an elementwise op (kAdd, kSiluMul, kRelu2Mul).
+  ElementwiseFn elementwise_fn(hal::OpKind kind);
   // Matmuls reading one input (Q/K/V, gate/up) as one parallel loop over all their rows: one
   // barrier instead of one per matmul, and the input read once per chunk of rows.
   // `next` is the step's next matmul loop (after the last, the first: the next step's), whose
@@ -307,6 +327,10 @@ Status CpuBackend::compute(const hal::Graph& graph, std::span<const int32_t> tok
       const size_t n = matmul_loops_[loop++].second;
       matmul(graph, ops.subspan(i, n), ops.subspan(next_i, next_n));
       i += n;
+    } else if (i + 1 < ops.size() && elementwise_then_norm(ops[i], ops[i + 1])) {
+      const bool quantize = i + 2 < ops.size() && norm_then_quantize(ops[i + 1], ops[i + 2]);
+      rms_norm(graph.acts[static_cast<size_t>(ops[i + 1].dst)], ops[i + 1], quantize ? &ops[i + 2] : nullptr, &ops[i]);
+      i += quantize ? 3 : 2;
     } else if (i + 1 < ops.size() && norm_then_quantize(ops[i], ops[i + 1])) {
       rms_norm(graph.acts[static_cast<size_t>(ops[i].dst)], ops[i], &ops[i + 1]);
       i += 2;
@@ -385,13 +409,13 @@ Status CpuBackend::run_op(const hal::Graph& graph, const hal::Op& op, std::span<
   return internal_error("unknown op");
 }
 
-void CpuBackend::rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::Op* quantize) {
+void CpuBackend::rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::Op* quantize, const hal::Op* pre) {
   const float* g = weight(op.w).values.data();
   const float* x = f32(op.a);
   float* y = f32(op.dst);
   Q8Buffer* q = quantize != nullptr ? &acts_[static_cast<size_t>(quantize->dst)].q8 : nullptr;
   if (op.n_head > 0) {  // each head slice on its own: the rows are contiguous slices
-    BITNET_CHECK(q == nullptr);
+    BITNET_CHECK(q == nullptr && pre == nullptr);
     const int64_t n = d.n_cols / op.n_head;
     pool_.parallel_for(d.n_rows * op.n_head, min_chunk(n), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) kernels_->rms_norm_row(x + r * n, g, n, op.eps, y + r * n);
@@ -402,8 +426,14 @@ void CpuBackend::rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::O
   // Work per column: the norm's two passes, and the quantizer's absmax, scale and rounding
   // passes when fused: 8 rows of 2560 columns (a decode step of 8 sequences) are worth both
   // threads.
-  pool_.parallel_for(d.n_rows, min_chunk(d.n_cols * (q != nullptr ? 4 : 2)), [&](int64_t r0, int64_t r1) {
+  const ElementwiseFn pre_fn = pre != nullptr ? elementwise_fn(pre->kind) : nullptr;
+  const float* pre_a = pre != nullptr ? f32(pre->a) : nullptr;
+  const float* pre_b = pre != nullptr ? f32(pre->b) : nullptr;
+  float* pre_y = pre != nullptr ? f32(pre->dst) : nullptr;
+  const int64_t pre_work = pre == nullptr ? 0 : pre->kind == hal::OpKind::kSiluMul ? 4 : 1;  // as elementwise()
+  pool_.parallel_for(d.n_rows, min_chunk(d.n_cols * ((q != nullptr ? 4 : 2) + pre_work)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
+      if (pre_fn != nullptr) pre_fn(pre_a + r * d.n_cols, pre_b + r * d.n_cols, d.n_cols, pre_y + r * d.n_cols);
       kernels_->rms_norm_row(x + r * d.n_cols, g, d.n_cols, op.eps, y + r * d.n_cols);
       if (q != nullptr) q->quantize(*kernels_, r, y + r * d.n_cols);  // while the row is in L1
     }
@@ -432,20 +462,22 @@ void CpuBackend::rope(const hal::Graph& graph, const hal::ActDesc& d, const hal:
   kernels_used_.add(graph.rope.style == hal::RopeStyle::kNeox ? KernelsUsed::kRopeNeox : KernelsUsed::kRopeNorm);
 }
 
+ElementwiseFn CpuBackend::elementwise_fn(hal::OpKind kind) {
+  kernels_used_.add(kind == hal::OpKind::kSiluMul    ? KernelsUsed::kSiluMul
+                    : kind == hal::OpKind::kRelu2Mul ? KernelsUsed::kRelu2Mul
+                                                     : KernelsUsed::kAdd);
+  return kind == hal::OpKind::kSiluMul ? kernels_->silu_mul : kind == hal::OpKind::kRelu2Mul ? kernels_->relu2_mul : kernels_->add;
+}
+
 void CpuBackend::elementwise(const hal::ActDesc& d, const hal::Op& op) {
   const float* a = f32(op.a);
   const float* b = f32(op.b);
   float* y = f32(op.dst);
-  const auto fn = op.kind == hal::OpKind::kSiluMul    ? kernels_->silu_mul
-                  : op.kind == hal::OpKind::kRelu2Mul ? kernels_->relu2_mul
-                                                      : kernels_->add;
+  const ElementwiseFn fn = elementwise_fn(op.kind);
   // Work per element: silu's exp and divide are some 30 vector ops per 8 elements, so a
   // decode step of 8 sequences (8 x 6912 elements) is worth both threads; an add is not.
   const int64_t work = op.kind == hal::OpKind::kSiluMul ? 4 : 1;
   pool_.parallel_for(d.n_rows * d.n_cols, min_chunk(work), [&](int64_t i0, int64_t i1) { fn(a + i0, b + i0, i1 - i0, y + i0); });
-  kernels_used_.add(op.kind == hal::OpKind::kSiluMul    ? KernelsUsed::kSiluMul
-                    : op.kind == hal::OpKind::kRelu2Mul ? KernelsUsed::kRelu2Mul
-                                                        : KernelsUsed::kAdd);
 }
 
 // x's F32 rows quantized to f (parallel over tokens) for a matmul of n_cols columns, unless
