@@ -46,7 +46,12 @@ void detect_x86(CpuFeatures& f) {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   // F16C (leaf 1, ECX bit 29) and AVX-VNNI (leaf 7 subleaf 1, EAX bit 4) are VEX-encoded:
   // usable exactly when AVX2 is (the OS saves the YMM state).
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) f.f16c = f.avx2 && (ecx & (1u << 29)) != 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) f.amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+    f.f16c = f.avx2 && (ecx & (1u << 29)) != 0;
+    const int base = static_cast<int>((eax >> 8) & 0xf);
+    f.family = base == 0xf ? base + static_cast<int>((eax >> 20) & 0xff) : base;
+  }
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) f.avx_vnni = f.avx2 && (eax & (1u << 4)) != 0;
 }
 #endif

@@ -10,6 +10,10 @@ namespace bitnet {
 
 struct CpuFeatures {
   std::string model_name;    // "AMD EPYC ..." from /proc/cpuinfo, or "unknown"
+  // x86-64: the vendor, and the display family (AMD: 0x17 Zen 1-2, 0x19 Zen 3-4, 0x1A Zen 5),
+  // for the few choices a kernel set makes by microarchitecture; 0 elsewhere.
+  bool amd = false;
+  int family = 0;
   // x86-64
   bool avx2 = false;
   bool fma = false;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -124,6 +125,28 @@ TEST(CpuFeatures, NamesAndHasAgree) {
   EXPECT_FALSE(f.has("no such feature"));
 #if defined(__aarch64__)
   EXPECT_TRUE(f.neon);
+#endif
+}
+
+// The vendor and family as the kernel /proc/cpuinfo reports them (vendor_id, "cpu family").
+TEST(CpuFeatures, VendorAndFamilyAsProcCpuinfo) {
+#if defined(__x86_64__)
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo to compare with";
+  std::string line, vendor;
+  int family = -1;
+  while (std::getline(cpuinfo, line) && (vendor.empty() || family < 0)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || colon + 2 > line.size()) continue;
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(colon + 2);
+    if (line.rfind("cpu family", 0) == 0) family = std::stoi(line.substr(colon + 2));
+  }
+  if (vendor.empty() || family < 0) GTEST_SKIP() << "/proc/cpuinfo names no vendor_id or cpu family";
+  const CpuFeatures f = detect_cpu_features();
+  EXPECT_EQ(f.amd, vendor == "AuthenticAMD") << vendor;
+  EXPECT_EQ(f.family, family);
+#else
+  GTEST_SKIP() << "x86-64 only";
 #endif
 }
 

@@ -19,11 +19,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
 #include "backends/cpu/kernels_avx512_reduce.h"
+#include "backends/cpu/kernels_avx512vnni.h"
 #include "backends/cpu/kernels_ternary_driver.h"
+#include "core/cpu_features.h"
 
 namespace bitnet::cpu::avx512vnni {
 
@@ -472,6 +475,19 @@ __m512i t5_codes(__m512i m) {
   return _mm512_avg_epu8(ge171, ge86);
 }
 
+// The same bytes from two compares into mask registers (T5Decode::kCompare).
+[[gnu::always_inline]] inline __m512i t5_codes64_compare(__m512i m) {
+  const __mmask64 ge86 = _mm512_cmpge_epu8_mask(m, _mm512_set1_epi8(86));
+  const __mmask64 ge171 = _mm512_cmpge_epu8_mask(m, _mm512_set1_epi8(static_cast<char>(171)));
+  return _mm512_mask_blend_epi8(ge171, _mm512_maskz_mov_epi8(ge86, _mm512_set1_epi8(64)),
+                                _mm512_set1_epi8(static_cast<char>(128)));
+}
+
+template <T5Decode D>
+[[gnu::always_inline]] inline __m512i t5_codes64_by(__m512i m) {
+  return D == T5Decode::kCompare ? t5_codes64_compare(m) : t5_codes64(m);
+}
+
 // One row's T5 vectors (row r of row group `codes`) as codes in column order into row[n_cols].
 void t5_row_codes(const uint8_t* codes, int r, int64_t n_cols, uint8_t* row) {
   const int64_t n_vec = t5_vectors(n_cols);
@@ -612,10 +628,10 @@ struct T5Vectors {
 // accumulators per vector, and those stack loads and stores, with the load pipes as busy as
 // they are here, again cost the weights' prefetches (streamed on one thread 337-351 -> 390-392
 // GMAC/s; a 2B-4T step of 8 sequences 207-208 -> 225-229 tok/s).
-template <int T>
+template <int T, T5Decode D>
 [[gnu::always_inline]] inline void t5_pair_position(__m512i& m0, __m512i& m1, const int8_t* a, int64_t stride, __m512i acc0[8],
                                                     __m512i acc1[8]) {
-  const __m512i c0 = t5_codes64(m0), c1 = t5_codes64(m1);
+  const __m512i c0 = t5_codes64_by<D>(m0), c1 = t5_codes64_by<D>(m1);
   for (int j = 0; j < T; ++j) {
     const __m512i x = load_once(a + j * stride);
     acc0[j] = _mm512_dpbusd_epi32(acc0[j], c0, x);
@@ -638,7 +654,7 @@ struct T5Part {
 // position counts fixed at compile time, and the 5 positions unrolled by force (GCC otherwise
 // kept a loop whose 16 accumulators rotated through registers and the stack: 267 GMAC/s in
 // cache against 415). The codes are prefetched `ahead` bytes on.
-template <int T>
+template <int T, T5Decode D>
 void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r, const int8_t* act, T5Part part,
                       int64_t ahead, __m256i out[2]) {
   static_assert(T <= 8);
@@ -652,14 +668,14 @@ void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r
     prefetch_t5_ahead<2>(c, ahead);
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
 #pragma GCC unroll 5
-    for (int i = 0; i < 5; ++i) t5_pair_position<T>(m0, m1, act + 320 * u + 64 * i, n_cols, acc0, acc1);
+    for (int i = 0; i < 5; ++i) t5_pair_position<T, D>(m0, m1, act + 320 * u + 64 * i, n_cols, acc0, acc1);
   }
   for (; u < part.u1; ++u, c += kT5Rows * kT5VectorBytes) {
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
     const int64_t col0 = nv.tail_col0(u);
-    for (int i = 0; i < 2; ++i) t5_pair_position<T>(m0, m1, act + col0 + 64 * i, n_cols, acc0, acc1);
+    for (int i = 0; i < 2; ++i) t5_pair_position<T, D>(m0, m1, act + col0 + 64 * i, n_cols, acc0, acc1);
     if (n_cols - col0 >= 256) {
-      for (int i = 2; i < 4; ++i) t5_pair_position<T>(m0, m1, act + col0 + 64 * i, n_cols, acc0, acc1);
+      for (int i = 2; i < 4; ++i) t5_pair_position<T, D>(m0, m1, act + col0 + 64 * i, n_cols, acc0, acc1);
     }
   }
   out[0] = lane_sums8(acc0);
@@ -708,7 +724,7 @@ int64_t t5_part_count(const T5Vectors& nv, int64_t n_cols, int64_t T) {
 // row: y = 0 + (dot - act_sum) / s * scale, the scalar twin's float steps. A sweep of row
 // groups runs part after part, adding the parts' exact int32 dots; then two rows of a row group
 // share one float epilogue: lane 8p + j holds row 2q + p (pair q) and token j.
-template <int T>
+template <int T, T5Decode D>
 void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0, int64_t ra, int64_t rb, float* y,
              int64_t n_parts) {
   alignas(64) int32_t sums[16];
@@ -740,7 +756,7 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
           const int64_t row0 = (rg0 + i) * kT5Rows + 2 * q;
           if (!in_range(row0) && !in_range(row0 + 1)) continue;
           __m256i pair[2];
-          t5_row_pair_dots<T>(w, nv, rg0 + i, 2 * q, a, parts[p], ahead, pair);
+          t5_row_pair_dots<T, D>(w, nv, rg0 + i, 2 * q, a, parts[p], ahead, pair);
           const __m512i d = _mm512_inserti64x4(_mm512_castsi256_si512(pair[0]), pair[1], 1);
           dots[i][q] = p == 0 ? d : _mm512_add_epi32(dots[i][q], d);
         }
@@ -771,8 +787,14 @@ void t5_tile(const CpuWeight& w, const Q8Rows& x, const int8_t* act, int64_t t0,
 // over while they are in L2, as ternary_gemm; tiles of 8 tokens, the rows in parts (t5_part_count).
 void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   using Tile = void (*)(const CpuWeight&, const Q8Rows&, const int8_t*, int64_t, int64_t, int64_t, float*, int64_t);
-  static constexpr Tile kTiles[] = {nullptr,    t5_tile<1>, t5_tile<2>, t5_tile<3>, t5_tile<4>,
-                                    t5_tile<5>, t5_tile<6>, t5_tile<7>, t5_tile<8>};
+  static constexpr Tile kTiles[2][9] = {
+      {nullptr, t5_tile<1, T5Decode::kAverage>, t5_tile<2, T5Decode::kAverage>, t5_tile<3, T5Decode::kAverage>,
+       t5_tile<4, T5Decode::kAverage>, t5_tile<5, T5Decode::kAverage>, t5_tile<6, T5Decode::kAverage>,
+       t5_tile<7, T5Decode::kAverage>, t5_tile<8, T5Decode::kAverage>},
+      {nullptr, t5_tile<1, T5Decode::kCompare>, t5_tile<2, T5Decode::kCompare>, t5_tile<3, T5Decode::kCompare>,
+       t5_tile<4, T5Decode::kCompare>, t5_tile<5, T5Decode::kCompare>, t5_tile<6, T5Decode::kCompare>,
+       t5_tile<7, T5Decode::kCompare>, t5_tile<8, T5Decode::kCompare>}};
+  const Tile* tiles = kTiles[t5_decode() == T5Decode::kCompare ? 1 : 0];
   const int8_t* act = t5_ordered(x, w.n_cols, x.n_tokens);
   const T5Vectors nv(w.n_cols);
   const int64_t rg_bytes = nv.n_vec * kT5Rows * kT5VectorBytes;
@@ -780,7 +802,7 @@ void t5_gemm_rows(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int
   const int64_t n_parts = t5_part_count(nv, w.n_cols, min64(8, x.n_tokens));
   for (int64_t rb = r0; rb < r1;) {
     const int64_t rb_end = min64(r1, rb / kT5Rows * kT5Rows + block_rows);
-    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += 8) kTiles[min64(8, x.n_tokens - t0)](w, x, act, t0, rb, rb_end, y, n_parts);
+    for (int64_t t0 = 0; t0 < x.n_tokens; t0 += 8) tiles[min64(8, x.n_tokens - t0)](w, x, act, t0, rb, rb_end, y, n_parts);
     rb = rb_end;
   }
 }
@@ -821,7 +843,23 @@ void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t 
   }
 }
 
+// T5Decode as an int, -1 until first asked.
+std::atomic<int> g_t5_decode{-1};
+
 }  // namespace
+
+T5Decode t5_decode() {
+  int d = g_t5_decode.load(std::memory_order_relaxed);
+  if (d < 0) {
+    const CpuFeatures f = detect_cpu_features();
+    d = static_cast<int>(f.amd && f.family >= 0x1a ? T5Decode::kCompare : T5Decode::kAverage);
+    int unset = -1;
+    if (!g_t5_decode.compare_exchange_strong(unset, d, std::memory_order_relaxed)) d = unset;
+  }
+  return static_cast<T5Decode>(d);
+}
+
+void set_t5_decode(T5Decode d) { g_t5_decode.store(static_cast<int>(d), std::memory_order_relaxed); }
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   if (w.ternary.layout != TernaryLayout::k5Trit) return ternary_matmul<W2A8>(w, x, y, r0, r1);

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernel_test_util.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/kernels_avx512vnni.h"
 #include "core/thread_pool.h"
 #include "quant/act_quant.h"
 
@@ -175,6 +176,37 @@ TEST_P(TernaryMatchesTwin, WorstCaseSums) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, TernaryMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
+
+#if defined(__x86_64__)
+// The AVX-512 VNNI set's T5 tiles with each of their two code decoders (the CPU picks one,
+// kernels_avx512vnni.h): token counts around the tile and the parts of a wide row, one scale
+// per row (the native tiles), random codes and all codes 2 against the int8 limits.
+TEST(TernaryT5, BothTileDecodersMatchTheTwin) {
+  const KernelSet& set = test::set_named("avx512vnni");
+  if (const std::string why = test::lacks(set); !why.empty()) GTEST_SKIP() << why;
+  const avx512vnni::T5Decode chosen = avx512vnni::t5_decode();
+  std::mt19937 rng(31);
+  for (avx512vnni::T5Decode d : {avx512vnni::T5Decode::kAverage, avx512vnni::T5Decode::kCompare}) {
+    avx512vnni::set_t5_decode(d);
+    const std::string decoder = d == avx512vnni::T5Decode::kCompare ? "compare" : "average";
+    for (int64_t n_cols : {512, 16384}) {
+      const int64_t n_rows = 37;
+      for (bool extreme : {false, true}) {
+        const auto codes = extreme ? std::vector<uint8_t>(static_cast<size_t>(n_rows * n_cols), 2)
+                                   : test::random_codes(n_rows * n_cols, rng);
+        const auto file = test::ternary_file(GgmlType::kI2_S, codes, test::random_scales(GgmlType::kI2_S, n_rows * n_cols, rng),
+                                             n_cols, n_rows);
+        for (int64_t n_tokens : {2, 7, 8, 13}) {
+          const Q8Buffer q8 = test::random_q8(n_tokens, n_cols, rng);
+          check_against_twin(set, file, q8.rows(), decoder + " " + case_name({GgmlType::kI2_S, n_rows, n_cols, n_tokens}),
+                             {3, 21});
+        }
+      }
+    }
+  }
+  avx512vnni::set_t5_decode(chosen);
+}
+#endif
 
 // TQ rows whose blocks all share one scale keep one scale per row (the kernels' per-row path);
 // one differing block keeps the per-block scales. Both agree with the definition.
