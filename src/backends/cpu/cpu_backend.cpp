@@ -289,6 +289,10 @@ class CpuBackend final : public hal::Backend {
   AttentionSplit attention_split_;  // attention's work items, long contexts in parts
   std::vector<ActBuffer> acts_;
   AlignedVector<int8_t> ordered_act_;  // a matmul's Q8 input in its kernels' column order
+  // The step's rope angles, [n_tokens][n_rot] (n_rot / 2 cosines, then the sines), computed by
+  // its first rope op for the q and k of every layer; cleared at each compute().
+  std::vector<float> rope_angles_;
+  bool rope_ready_ = false;
   KernelsUsed kernels_used_;
   std::vector<std::pair<size_t, size_t>> matmul_loops_;  // the step's matmul loops: first op, count
   DecodeSplit split_;                                    // matmul shares of small steps (split_key)
@@ -313,6 +317,7 @@ Status CpuBackend::compute(const hal::Graph& graph, std::span<const int32_t> tok
   BITNET_RETURN_IF_ERROR(hal::validate_graph(graph, tokens, logits.size(), shapes_, kv_));
   kv_rows_ = hal::resolve_kv(graph, kv_);
   prepare_acts(graph);
+  rope_ready_ = false;
   const std::span<const hal::Op> ops = graph.ops;
   matmul_loops_.clear();
   for (size_t i = 0; i < ops.size();) {
@@ -453,10 +458,25 @@ void CpuBackend::quantize(const hal::ActDesc& d, const hal::Op& op) {
 
 void CpuBackend::rope(const hal::Graph& graph, const hal::ActDesc& d, const hal::Op& op) {
   float* x = f32(op.dst);
-  const int64_t work = graph.rope.n_rot * 16;  // per row: a sine and a cosine per pair dominate
-  pool_.parallel_for(d.n_rows, min_chunk(work), [&](int64_t t0, int64_t t1) {
+  const hal::RopeParams& p = graph.rope;
+  const int64_t n_rot = p.n_rot;
+  BITNET_CHECK(d.n_rows == graph.n_tokens);
+  if (!rope_ready_) {
+    // The sines and cosines, some 30 instructions each, were rope's cost when every rope op (the
+    // q and k of each layer: 60 per step of 2B-4T) computed them again.
+    rope_angles_.resize(static_cast<size_t>(graph.n_tokens * n_rot));
+    pool_.parallel_for(graph.n_tokens, min_chunk(n_rot * 16), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* a = rope_angles_.data() + t * n_rot;
+        rope_angles(graph.position(t), p, a, a + n_rot / 2);
+      }
+    });
+    rope_ready_ = true;
+  }
+  pool_.parallel_for(d.n_rows, min_chunk(op.n_head * n_rot * 2), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      kernels_->rope_row(x + t * d.n_cols, op.n_head, graph.attn.head_dim, graph.position(t), graph.rope);
+      const float* a = rope_angles_.data() + t * n_rot;
+      rope_row_angles(x + t * d.n_cols, op.n_head, graph.attn.head_dim, a, a + n_rot / 2, p);
     }
   });
   kernels_used_.add(graph.rope.style == hal::RopeStyle::kNeox ? KernelsUsed::kRopeNeox : KernelsUsed::kRopeNorm);

@@ -134,8 +134,6 @@ struct KernelSet {
                         int64_t group_sum_stride);
   // One row: dst = x / sqrt(mean(x^2) + eps) * g, the mean of squares summed in double.
   void (*rms_norm_row)(const float* x, const float* g, int64_t n, float eps, float* dst);
-  // Rotates the n_head heads (head_dim each) of one row at position pos.
-  void (*rope_row)(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p);
   // Causal attention of one query head over cached positions [0, n_pos); k, v: cache rows
   // row_stride floats apart (position j in row rows.row(j)), the head's head_dim elements at
   // kv_off in each (the CPU backend's cache is head-major: row_stride head_dim, kv_off the kv

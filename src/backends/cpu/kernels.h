@@ -53,6 +53,12 @@ void matmul_quantized_act(const CpuWeight& w, const float* x, int64_t n_tokens, 
 // Portable rope (every set uses it: its cost is the sines and cosines, computed once per row
 // for all heads with llama.cpp's float theta recurrence).
 void rope_row(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p);
+// rope_row in two halves: the cosines and sines of position pos's n_rot / 2 angles (rope_row's
+// values exactly), and the rotation of a row by them. A step computes each token's angles once
+// for the q and k of every layer.
+void rope_angles(int64_t pos, const hal::RopeParams& p, float* cos_t, float* sin_t);
+void rope_row_angles(float* x, int32_t n_head, int32_t head_dim, const float* cos_t, const float* sin_t,
+                     const hal::RopeParams& p);
 
 // dst[i] = fp32_to_fp16(x[i]) (core/fp16.h: round to nearest even, as F16C's vcvtps2ph): the
 // rows kStoreKv writes into an F16 KV cache.

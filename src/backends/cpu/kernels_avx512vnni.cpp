@@ -896,7 +896,6 @@ constinit const KernelSet kAvx512VnniKernels = {
     .quantize_act_row = avx2::quantize_act_row,
     .quantize_act = avx2::quantize_act,
     .rms_norm_row = avx2::rms_norm_row,
-    .rope_row = rope_row,
     .attention_head = avx512vnni::attention_head,
     .attention_head_f16 = avx512vnni::attention_head_f16,
     .attention_heads = avx512vnni::attention_heads,

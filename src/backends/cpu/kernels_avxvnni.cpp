@@ -159,7 +159,6 @@ constinit const KernelSet kAvxVnniKernels = {
     .quantize_act_row = avx2::quantize_act_row,
     .quantize_act = avx2::quantize_act,
     .rms_norm_row = avx2::rms_norm_row,
-    .rope_row = rope_row,
     .attention_head = avx2::attention_head,
     .attention_head_f16 = avx2::attention_head_f16,
     .attention_heads = avx2::attention_heads,

@@ -150,7 +150,6 @@ constinit const KernelSet kNeonDotprodKernels = {
     .quant_dot = neon_dotprod::quant_dot,
     .quantize_act = neon::quantize_act,
     .rms_norm_row = neon::rms_norm_row,
-    .rope_row = rope_row,
     .attention_head = neon::attention_head,
     .attention_head_f16 = neon::attention_head_f16,
     .silu_mul = neon::silu_mul,

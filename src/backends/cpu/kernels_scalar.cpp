@@ -220,34 +220,38 @@ void matmul_float_by_blocks(const CpuWeight& w, const float* x, int64_t n_tokens
   }
 }
 
-void rope_row(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p) {
-  constexpr int32_t kPairs = 64;  // pairs whose sines and cosines are computed at once
-  const int32_t n_rot = p.n_rot;
-  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(n_rot));
-  float cos_t[kPairs];
-  float sin_t[kPairs];
+void rope_angles(int64_t pos, const hal::RopeParams& p, float* cos_t, float* sin_t) {
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   float theta = static_cast<float>(pos) * p.freq_scale;
-  for (int32_t pair0 = 0; pair0 < n_rot / 2; pair0 += kPairs) {
-    const int32_t n_pairs = std::min(kPairs, n_rot / 2 - pair0);
-    for (int32_t i = 0; i < n_pairs; ++i) {
-      cos_t[i] = std::cos(theta);
-      sin_t[i] = std::sin(theta);
-      theta *= theta_scale;
-    }
-    for (int32_t h = 0; h < n_head; ++h) {
-      float* v = x + static_cast<int64_t>(h) * head_dim;
-      for (int32_t i = 0; i < n_pairs; ++i) {
-        // Pair i0 = 2 * (pair0 + i): NORM rotates (x[i0], x[i0+1]); NEOX (x[i0/2], x[i0/2 + n_rot/2]).
-        const int32_t pair = pair0 + i;
-        const int32_t a = p.style == hal::RopeStyle::kNorm ? 2 * pair : pair;
-        const int32_t b = p.style == hal::RopeStyle::kNorm ? 2 * pair + 1 : pair + n_rot / 2;
-        const float x0 = v[a];
-        const float x1 = v[b];
-        v[a] = x0 * cos_t[i] - x1 * sin_t[i];
-        v[b] = x0 * sin_t[i] + x1 * cos_t[i];
-      }
+  for (int32_t i = 0; i < p.n_rot / 2; ++i) {
+    cos_t[i] = std::cos(theta);
+    sin_t[i] = std::sin(theta);
+    theta *= theta_scale;
+  }
+}
+
+void rope_row_angles(float* x, int32_t n_head, int32_t head_dim, const float* cos_t, const float* sin_t,
+                     const hal::RopeParams& p) {
+  const int32_t half = p.n_rot / 2;
+  for (int32_t h = 0; h < n_head; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int32_t i = 0; i < half; ++i) {
+      // Pair i0 = 2i: NORM rotates (x[i0], x[i0+1]); NEOX (x[i0/2], x[i0/2 + n_rot/2]).
+      const int32_t a = p.style == hal::RopeStyle::kNorm ? 2 * i : i;
+      const int32_t b = p.style == hal::RopeStyle::kNorm ? 2 * i + 1 : i + half;
+      const float x0 = v[a];
+      const float x1 = v[b];
+      v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+      v[b] = x0 * sin_t[i] + x1 * cos_t[i];
     }
   }
+}
+
+void rope_row(float* x, int32_t n_head, int32_t head_dim, int64_t pos, const hal::RopeParams& p) {
+  thread_local std::vector<float> angles;  // grows to the largest n_rot, then stays: no allocation per call
+  if (angles.size() < static_cast<size_t>(p.n_rot)) angles.resize(static_cast<size_t>(p.n_rot));
+  rope_angles(pos, p, angles.data(), angles.data() + p.n_rot / 2);
+  rope_row_angles(x, n_head, head_dim, angles.data(), angles.data() + p.n_rot / 2, p);
 }
 
 void fp32_to_fp16_row(const float* x, int64_t n, uint16_t* dst) {
@@ -389,7 +393,6 @@ constinit const KernelSet kScalarKernels = {
     .quant_dot = quant::vec_dot_fn,
     .quantize_act = scalar::quantize_act,
     .rms_norm_row = scalar::rms_norm_row,
-    .rope_row = rope_row,
     .attention_head = scalar::attention_head,
     .attention_head_f16 = scalar::attention_head_f16,
     .silu_mul = scalar::silu_mul,
