@@ -692,10 +692,13 @@ void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r
 // (sweeping 16 there ran the 2560-column shapes 3-7% slower).
 constexpr int64_t kT5SweepRowGroups = 16;
 
-// Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary). 2B-4T
-// prompts on 2 Zen 5 threads, native tiles against rewritten blocks, tok/s: pp40 343-348
-// against 292, pp64 352-354 against 321-326, pp128 352 against 346-348, pp256 346-350 against
-// 351, pp512 321-326 against 332-340.
+// Token counts up to this take t5_gemm_rows, larger ones t5_gemm (matmul_ternary), where the
+// tiles decode by T5Decode::kAverage. 2B-4T prompts on 2 Zen 5 threads with that decoder,
+// native tiles against rewritten blocks, tok/s: pp40 343-348 against 292, pp64 352-354 against
+// 321-326, pp128 352 against 346-348, pp256 346-350 against 351, pp512 321-326 against 332-340
+// (equal after the accumulators stopped spilling). With kCompare (Zen 5) the native tiles win
+// at every count and take them all: pp192 367-368 against 345-346, pp512 346-348 against 339-341,
+// pp1024 313-314 against 307-311.
 constexpr int64_t kT5NativeMaxTokens = 128;
 
 // Two thirds of this CPU's L1 data cache (32 KB where the system does not say), read once.
@@ -866,8 +869,10 @@ void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, i
   BITNET_CHECK(w.ternary.rows_per_group == kT5Rows);
   if (x.n_tokens > 1) {
     // Decoding codes in registers costs more per token than the 2-bit tiles, rewriting a block
-    // costs more per block: on 2B-4T shapes the first wins up to about 128 tokens (docs/performance.md).
-    const bool native = w.ternary.scale_block == w.n_cols && x.n_tokens <= kT5NativeMaxTokens;
+    // costs more per block: on 2B-4T shapes the first wins up to about 128 tokens, or at every
+    // count with the compare decoder (kT5NativeMaxTokens, docs/performance.md).
+    const bool native = w.ternary.scale_block == w.n_cols &&
+                        (x.n_tokens <= kT5NativeMaxTokens || t5_decode() == T5Decode::kCompare);
     return native ? t5_gemm_rows(w, x, y, r0, r1) : t5_gemm(w, x, y, r0, r1);
   }
   if (w.ternary.scale_block == w.n_cols) return t5_gemv_rows(w, x, t5_act(w, x).q, y, r0, r1);
