@@ -33,6 +33,13 @@ Result<std::unique_ptr<hal::Backend>> CudaBackend::create(const CudaOptions& opt
     return unavailable(fmt::format(BITNET_GPU_PREFIX " device {}: {}", device_index, why));
   }
 #endif
+  // A device the build has no code for (say sm_70 against sm_75..sm_90 + PTX 90): refused here,
+  // as unavailable, so that selection falls back and says why, rather than every launch failing.
+  if (const GpuError e = kernel_image_status(); e != kGpuSuccess) {
+    return unavailable(fmt::format(BITNET_GPU_PREFIX " device {} ({}, compute capability {}.{}): no kernel image for it in this "
+                                   "build ({}); rebuild with its architecture in CMAKE_CUDA_ARCHITECTURES",
+                                   device_index, b->prop_.name, b->prop_.major, b->prop_.minor, cudaGetErrorName(e)));
+  }
   BITNET_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   b->pool_ = std::make_unique<DevicePool>(DeviceAllocator{
       [](uint64_t bytes) -> void* {

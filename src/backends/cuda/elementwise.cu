@@ -133,6 +133,13 @@ __global__ void embed_kernel(FloatWeightView w, const int32_t* tokens, int64_t n
 
 }  // namespace
 
+GpuError kernel_image_status() {
+  cudaFuncAttributes attr{};
+  const GpuError err = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&add_kernel));
+  (void)gpuGetLastError();  // not sticky: clear it for the launches that follow
+  return err;
+}
+
 GpuError add(const float* a, const float* b, int64_t n, float* dst, GpuStream stream) {
   if (n <= 0) return kGpuInvalidValue;
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, dst);
