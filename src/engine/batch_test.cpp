@@ -134,6 +134,53 @@ TEST_P(Batches, SessionsStepTogetherAsTheyRunAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, Batches, testing::Values("cpu", "opencl", "vulkan"));
 
+// A step where every entry asks for part of its row (Backend::compute_top: the CPU backend
+// selects from its own logits buffer, rows in parallel) gives what the whole rows of the same
+// step give through select_top: the 40 largest, ties and order as select_top's, and the `also`
+// ids (one out of the vocabulary, skipped) after them; 2 threads, 3 sequences.
+TEST(BatchPool, TopOfEachRowEqualsTheWholeRowsSelection) {
+  EngineOptions o = options(16, 256);
+  o.n_threads = 2;
+  auto loaded = Model::load(o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  Model& m = **loaded;
+  const std::vector<std::vector<int32_t>> prompts = {{1, 400, 21}, {1, 9, 33, 120}, {1, 77}};
+  const std::vector<int32_t> also = {3, 5, 1 << 30};
+  std::vector<Session> part, whole;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    part.push_back(open(m));
+    whole.push_back(open(m));
+  }
+  Batch by_part, by_row;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    by_part.push_back({&part[i], prompts[i], 40, also});
+    by_row.push_back({&whole[i], prompts[i], 0});
+  }
+  auto got = m.step(by_part);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  auto rows = m.step(by_row);
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<float>& row = (*rows)[i].logits;
+    std::vector<size_t> order(row.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return row[a] > row[b]; });
+    const std::vector<TokenLogit>& top = (*got)[i].top;
+    ASSERT_EQ(top.size(), 40u + 2u) << "sequence " << i;
+    std::vector<int32_t> ids;
+    for (size_t k = 0; k < 40; ++k) ids.push_back(top[k].id);
+    std::sort(ids.begin(), ids.end());
+    std::vector<int32_t> want(order.begin(), order.begin() + 40);
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(ids, want) << "sequence " << i;
+    for (size_t k = 0; k < 40; ++k) EXPECT_EQ(top[k].logit, row[static_cast<size_t>(top[k].id)]);
+    EXPECT_EQ(top[40].id, 3);
+    EXPECT_EQ(top[40].logit, row[3]);
+    EXPECT_EQ(top[41].id, 5);
+    EXPECT_EQ(top[41].logit, row[5]);
+  }
+}
+
 TEST(BatchPool, AFullPoolIsACleanError) {
   auto m = load(16, 64);  // 4 blocks
   ASSERT_NE(m, nullptr);
