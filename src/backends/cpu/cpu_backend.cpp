@@ -248,9 +248,9 @@ class CpuBackend final : public hal::Backend {
   // compute() but the copy of the logits: they stay in acts_[graph.logits].
   Status run_graph(const hal::Graph& graph, std::span<const int32_t> tokens);
   Status run_op(const hal::Graph& graph, const hal::Op& op, std::span<const int32_t> tokens);
-  // With `quantize` (the next op, quantizing this output): each row quantized right after its norm.
-  // The norm op (over d's rows), then quantize (if given) on its output; first, row by row, the
-  // elementwise op pre (if given) that writes the norm's input.
+  // The norm op over d's rows; with `quantize` (the next op, quantizing this output) each row
+  // quantized right after its norm, and with `pre` (the op before, writing the norm's input)
+  // each row of that elementwise op computed just before.
   void rms_norm(const hal::ActDesc& d, const hal::Op& op, const hal::Op* quantize = nullptr, const hal::Op* pre = nullptr);
   void quantize(const hal::ActDesc& d, const hal::Op& op);
   void rope(const hal::Graph& graph, const hal::ActDesc& d, const hal::Op& op);
@@ -298,7 +298,7 @@ class CpuBackend final : public hal::Backend {
   std::vector<ActBuffer> acts_;
   AlignedVector<int8_t> ordered_act_;  // a matmul's Q8 input in its kernels' column order
   // The step's rope angles, [n_tokens][n_rot] (n_rot / 2 cosines, then the sines), computed by
-  // its first rope op for the q and k of every layer; cleared at each compute().
+  // its first rope op for the q and k of every layer; recomputed each step (run_graph).
   std::vector<float> rope_angles_;
   bool rope_ready_ = false;
   KernelsUsed kernels_used_;
