@@ -469,7 +469,7 @@ float dot_q6_K(int64_t n, const uint8_t* w, const uint8_t* a) {
 // k's dword j of chunk c). The 4 vpdpbusd of a token then add into one accumulator, lane p
 // the sum over sub-block s(p) of u * a (|sum| <= 16 * 63 * 128, past int16), which starts at
 // -32 bsum_s(p) and is multiplied by the scales in one vpmulld. The activations take the same
-// transpose, once per call for all its rows (Q6_KTileActs). The block's int32 sum is the row
+// transpose, once per call for all its rows (Q6_KTileAct, q6_K_tile_acts). The block's int32 sum is the row
 // dot's exactly; the float step per block is the same, so the tile and the row dot agree bit
 // for bit as before. bench_cpu_kernels gemm_q6_K/avx512vnni (Zen 5): 2048x2560, 8 tokens, one
 // thread (in cache) 162 -> 221 GMAC/s; 32000x2560, 8 tokens, two threads (streamed) 315 -> 373.

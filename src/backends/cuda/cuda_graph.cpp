@@ -67,21 +67,19 @@ Status CudaBackend::run_graph(const hal::Graph& graph, std::span<const int32_t> 
   }
   if (err == cudaSuccess && launched.ok()) err = cudaGraphInstantiate(&step->exec, g, 0);
   if (g != nullptr) (void)cudaGraphDestroy(g);
-  if (err == cudaSuccess && !launched.ok()) {
-    // A launcher refused the step (a shape it does not take), not the capture: the plain path
-    // would refuse it the same way, and the steps after it still replay graphs.
-    (void)cudaGetLastError();
-    (void)cudaStreamSynchronize(stream_);
-    release_buffers(step->buffers, true);
-    handled = true;
-    return launched;
-  }
   if (err != cudaSuccess || !launched.ok() || step->exec == nullptr) {
-    // Plain launches from now on; the uploads already made are redone by the plain path.
     (void)cudaGetLastError();
     (void)cudaStreamSynchronize(stream_);
     if (step->exec != nullptr) (void)cudaGraphExecDestroy(step->exec);
     release_buffers(step->buffers, true);
+    if (err == cudaSuccess && !launched.ok()) {
+      // A launcher refused the step (a shape it does not take), not the capture: the plain path
+      // would refuse it the same way, and the steps after it still replay graphs.
+      handled = true;
+      return launched;
+    }
+    // The capture failed: plain launches from now on; the uploads already made are redone by
+    // the plain path.
     graphs_ = false;
     return {};
   }

@@ -15,6 +15,11 @@
 
 namespace bitnet::cuda {
 
+// Whether this binary holds code the current device can run (cudaFuncGetAttributes of one of
+// its kernels): cudaErrorNoKernelImageForDevice (or cudaErrorInvalidDeviceFunction) for a
+// device whose compute capability the build left out, where every launch would fail.
+GpuError kernel_image_status();
+
 // A ternary weight in the W2C layout (w2a8_math.h, w2c_weights.h) on the device.
 struct W2cView {
   const uint32_t* words = nullptr;  // [n_rows][n_cols / 16], 16-byte aligned
@@ -100,11 +105,6 @@ GpuError embed_rows(const FloatWeightView& w, const int32_t* tokens, int64_t n_t
 
 // Elementwise over n floats: dst = a + b; silu(a) * b; relu(a)^2 * b. dst may alias a or b.
 GpuError add(const float* a, const float* b, int64_t n, float* dst, GpuStream stream);
-
-// Whether this binary holds code the current device can run (cudaFuncGetAttributes of one of
-// its kernels): cudaErrorNoKernelImageForDevice (or cudaErrorInvalidDeviceFunction) for a
-// device whose compute capability the build left out, where every launch would fail.
-GpuError kernel_image_status();
 GpuError silu_mul(const float* a, const float* b, int64_t n, float* dst, GpuStream stream);
 GpuError relu2_mul(const float* a, const float* b, int64_t n, float* dst, GpuStream stream);
 // x[t][i] += row[i] for every row t of x [n_rows][n_cols] (linear biases). In place.
