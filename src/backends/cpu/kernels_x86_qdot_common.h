@@ -172,8 +172,11 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
 
 // How far ahead the Q6_K row dots and tiles prefetch their blocks: the rows of a call follow
 // one another in memory, and decode (or a decode step of a few sequences) streams them from
-// memory, where one core's demand misses alone leave it short of the bandwidth.
-constexpr int64_t kRowPrefetchBytes = 4096;
+// memory, where one core's demand misses alone leave it short of the bandwidth. 4 KB ahead
+// was too close on Zen 5: bench_cpu_kernels gemv_q6_K 32000x2560 (avx512vnni) 1 thread 39-40
+// -> 47-48 GB/s, 2 threads 60-63 -> 69-71, gemm_q6_K 8 tokens streamed +11%; the AVX2 set's
+// +3-5% and +6-14%; 8, 16 and 32 KB within noise of each other.
+constexpr int64_t kRowPrefetchBytes = 16384;
 
 // Prefetches the 4 lines that a 210-byte Q6_K block kRowPrefetchBytes past blk can span.
 // Inlined by force: GCC 12 drops calls to a function whose only effects are prefetches.
