@@ -24,6 +24,7 @@ uint16_t load_u16(const uint8_t* p) {
 // Each unblocked format: load8(row, k) = weights k .. k+7 of a row as floats (k a multiple of
 // 8), and at(row, k) = weight k, for a row's last n_cols % 8 weights.
 struct F32Row {
+  static constexpr int64_t kBytes = 4;  // per weight
   static __m256 load8(const uint8_t* row, int64_t k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k); }
   static float at(const uint8_t* row, int64_t k) {
     float v;
@@ -33,6 +34,7 @@ struct F32Row {
 };
 
 struct F16Row {
+  static constexpr int64_t kBytes = 2;
   static __m256 load8(const uint8_t* row, int64_t k) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
   }
@@ -40,6 +42,7 @@ struct F16Row {
 };
 
 struct BF16Row {  // bf16 is the high half of an f32
+  static constexpr int64_t kBytes = 2;
   static __m256 load8(const uint8_t* row, int64_t k) {
     const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
@@ -90,12 +93,20 @@ struct PlainTiles {
   }
 };
 
+// How far ahead decode's row dot prefetches its weights (the rows of a call follow one another
+// in memory, so this runs on into the next rows): the hardware prefetchers alone left each core
+// short of the bandwidth on Zen 5, as for the Q6_K head (kernels_x86_qdot_common.h).
+constexpr int64_t kRowPrefetchBytesF = 16384;
+
 // One row of n weights against x[n]: four accumulators of 8 lanes over 32 weights at a time.
 template <class Row>
 float row_dot(const uint8_t* row, const float* x, int64_t n) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t k = 0;
   for (; k + 32 <= n; k += 32) {
+    for (int64_t l = 0; l < 32 * Row::kBytes; l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(row + Row::kBytes * k + kRowPrefetchBytesF + l), _MM_HINT_T0);
+    }
     for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(Row::load8(row, k + 8 * j), _mm256_loadu_ps(x + k + 8 * j), acc[j]);
   }
   for (; k + 8 <= n; k += 8) acc[0] = _mm256_fmadd_ps(Row::load8(row, k), _mm256_loadu_ps(x + k), acc[0]);
