@@ -170,13 +170,16 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
   for (int j = 0; j < N; ++j) out[j] = hsum(acc[j]) - hsum128(acc_min[j]);
 }
 
-// How far ahead the Q6_K row dots and tiles prefetch their blocks: the rows of a call follow
-// one another in memory, and decode (or a decode step of a few sequences) streams them from
-// memory, where one core's demand misses alone leave it short of the bandwidth. 4 KB ahead
-// was too close on Zen 5: bench_cpu_kernels gemv_q6_K 32000x2560 (avx512vnni) 1 thread 39-40
-// -> 47-48 GB/s, 2 threads 60-63 -> 69-71, gemm_q6_K 8 tokens streamed +11%; the AVX2 set's
-// +3-5% and +6-14%; 8, 16 and 32 KB within noise of each other.
-constexpr int64_t kRowPrefetchBytes = 16384;
+// How far ahead the quantized row dots (Q6_K, the 32-element formats) and the Q6_K tiles
+// prefetch their blocks: the rows of a call follow one another in memory, and decode (or a
+// decode step of a few sequences) streams them from memory, where one core's demand misses
+// alone leave it short of the bandwidth. 4 KB ahead was too close on Zen 5: bench_cpu_kernels
+// gemv_q6_K 32000x2560 (avx512vnni) 1 thread 39-40 -> 46-48 GB/s at 8 or 16 KB, 2 threads
+// 60-63 -> 67-71; the AVX2 set's +3-5% and +6-14%. In 2B-4T decode, the distances alternating
+// token by token in one process (a throwaway harness): against 4 KB, 8 KB took 0.92-1.00 of
+// the time on 2 threads and 0.97 on one; 16 KB took 0.99-1.04 on 2 threads, 0.93-0.97 on one;
+// 8 KB against 16 KB 0.94-1.01.
+constexpr int64_t kRowPrefetchBytes = 8192;
 
 // Prefetches the 4 lines that a 210-byte Q6_K block kRowPrefetchBytes past blk can span.
 // Inlined by force: GCC 12 drops calls to a function whose only effects are prefetches.
