@@ -101,13 +101,14 @@ struct PlainTiles {
 // 2 threads, 0.88-0.91 on one; 8 KB against 16 KB 0.98-1.00.
 constexpr int64_t kRowPrefetchBytesF = 8192;
 
-// One row of n weights against x[n]: four accumulators of 8 lanes over 32 weights at a time.
-template <class Row>
+// One row of n weights against x[n]: four accumulators of 8 lanes over 32 weights at a time;
+// kStream: the row is one of a weight's (decode), so the rows after it are prefetched as it goes.
+template <class Row, bool kStream>
 float row_dot(const uint8_t* row, const float* x, int64_t n) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t k = 0;
   for (; k + 32 <= n; k += 32) {
-    for (int64_t l = 0; l < 32 * Row::kBytes; l += 64) {
+    for (int64_t l = 0; kStream && l < 32 * Row::kBytes; l += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(row + Row::kBytes * k + kRowPrefetchBytesF + l), _MM_HINT_T0);
     }
     for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(Row::load8(row, k + 8 * j), _mm256_loadu_ps(x + k + 8 * j), acc[j]);
@@ -123,7 +124,7 @@ float row_dot(const uint8_t* row, const float* x, int64_t n) {
 // follow at full bandwidth (8 rows side by side are 8 streams of a few KB).
 template <class Row>
 void gemv_rows(const CpuWeight& w, const float* x, float* y, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) y[r] = row_dot<Row>(w.raw.data() + r * w.row_bytes, x, w.n_cols);
+  for (int64_t r = r0; r < r1; ++r) y[r] = row_dot<Row, true>(w.raw.data() + r * w.row_bytes, x, w.n_cols);
 }
 
 template <class Row>
@@ -135,7 +136,7 @@ void matmul_plain(const CpuWeight& w, const float* x, int64_t n_tokens, float* y
 }  // namespace
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-  return row_dot<F32Row>(reinterpret_cast<const uint8_t*>(a), b, n);
+  return row_dot<F32Row, false>(reinterpret_cast<const uint8_t*>(a), b, n);
 }
 
 void matmul_float(const CpuWeight& w, const float* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
