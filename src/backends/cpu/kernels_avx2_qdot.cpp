@@ -182,9 +182,7 @@ void tile_blocks32(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, fl
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const uint8_t* wb = w + b * T::kW;
-    if constexpr (N == 1) {  // the row dot: decode streams the rows from memory
-      for (int64_t l = 0; l < 4 * T::kW; l += 64) _mm_prefetch(reinterpret_cast<const char*>(wb + kRowPrefetchBytes + l), _MM_HINT_T0);
-    }
+    if constexpr (N == 1) prefetch_row_ahead(wb, 4 * T::kW);  // the row dot: decode streams the rows from memory
     const Unpacked32 q0 = T::unpack(wb);
     const Unpacked32 q1 = T::unpack(wb + T::kW);
     const Unpacked32 q2 = T::unpack(wb + 2 * T::kW);

@@ -237,10 +237,7 @@ float dot_blocks32(int64_t n, const uint8_t* w, const uint8_t* a) {
   __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
-    // Decode streams the rows (a Q8_0 head, a model's weights) from memory.
-    for (int64_t l = 0; l < 8 * T::kW; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + b * T::kW + kRowPrefetchBytes + l), _MM_HINT_T0);
-    }
+    prefetch_row_ahead(w + b * T::kW, 8 * T::kW);  // decode streams the rows (a Q8_0 head, a model's weights)
     dot_group<T, true>(w + b * T::kW, a + b * T::kA, 8, acc, acc_m);
   }
   if (b < nb) dot_group<T, false>(w + b * T::kW, a + b * T::kA, static_cast<int>(nb - b), acc, acc_m);

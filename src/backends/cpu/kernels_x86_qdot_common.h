@@ -181,11 +181,15 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
 // 8 KB against 16 KB 0.94-1.01.
 constexpr int64_t kRowPrefetchBytes = 8192;
 
-// Prefetches the 4 lines that a 210-byte Q6_K block kRowPrefetchBytes past blk can span.
-// Inlined by force: GCC 12 drops calls to a function whose only effects are prefetches.
-[[gnu::always_inline]] inline void prefetch_q6_K_ahead(const uint8_t* blk) {
-  for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(blk + kRowPrefetchBytes + 64 * l), _MM_HINT_T0);
+// Prefetches, kRowPrefetchBytes past p, a line per 64 of the `bytes` that a row dot is about to
+// read from p (the next call's lines cover a span's unaligned tail). Inlined by force: GCC 12
+// drops calls to a function whose only effects are prefetches.
+[[gnu::always_inline]] inline void prefetch_row_ahead(const uint8_t* p, int64_t bytes) {
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kRowPrefetchBytes + l), _MM_HINT_T0);
 }
+
+// The 4 lines that a 210-byte Q6_K block kRowPrefetchBytes past blk can span.
+[[gnu::always_inline]] inline void prefetch_q6_K_ahead(const uint8_t* blk) { prefetch_row_ahead(blk, 256); }
 
 // The codes 0..63 of Q6_K elements 128h + 32k + l (l < 32) of a block: a nibble of ql (the
 // block's bytes 64h + 32(k % 2) ..., low nibbles for k < 2) below bits 2k, 2k+1 of qh (bytes
