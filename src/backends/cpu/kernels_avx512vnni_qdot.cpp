@@ -15,10 +15,12 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/kernels_avx2.h"
+#include "backends/cpu/kernels_avx512vnni.h"
 #define BITNET_X86_QDOT_VPDPWSSD 1  // the shared K-quant tiles on vpdpwssd
 #include "backends/cpu/kernels_x86_qdot_common.h"
 #include "backends/cpu/kernels_avx512_reduce.h"
@@ -448,12 +450,13 @@ class Q6_KUnpacker {
   return isum;
 }
 
+template <int Locality>
 float dot_q6_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const Q6_KUnpacker unpack;
   __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
-    prefetch_q6_K_ahead(blk);  // decode streams the head from memory
+    prefetch_q6_K_ahead<Locality>(blk);  // decode streams the head from memory
     const Q6_KBlock wb = unpack(blk);
     const uint8_t* act = a + b * 292;
     const int32_t isum = _mm512_reduce_add_epi32(q6_K_isum(wb, act));
@@ -520,7 +523,7 @@ const Q6_KTileAct* q6_K_tile_acts(const uint8_t* act, int64_t as, int n_act, int
 
 // N (1 .. 8) tokens against one weight row; acts[j * n_blocks + b]: token j's block b;
 // act_d[8b + j]: token j's Q8_K d of block b (0 past N).
-template <int N>
+template <int N, int Locality>
 void tile_q6_K(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float* act_d, float* out) {
   const Q6_KUnpacker unpack;
   const __m512i lanes = q6_K_lane_sub_blocks();
@@ -528,7 +531,7 @@ void tile_q6_K(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* blk = w + b * 210;
-    prefetch_q6_K_ahead(blk);  // a batched decode step streams the head from memory
+    prefetch_q6_K_ahead<Locality>(blk);  // a batched decode step streams the head from memory
     const Q6_KBlock wb = unpack(blk);
     __m512i u[4];
     transpose_dwords4(wb.u, u);
@@ -555,11 +558,19 @@ void tile_q6_K(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float
 
 // The QuantTileFn: the tokens' blocks transposed and their Q8_K d gathered once per call, then
 // row after row, the tokens in runs of 8.
+template <int Locality>
 void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
                     int64_t act_row_bytes, int n_act, float* y, int64_t y_stride) {
   using Tile = void (*)(int64_t, const uint8_t*, const Q6_KTileAct*, const float*, float*);
-  static constexpr Tile kTiles[9] = {nullptr,      tile_q6_K<1>, tile_q6_K<2>, tile_q6_K<3>, tile_q6_K<4>,
-                                     tile_q6_K<5>, tile_q6_K<6>, tile_q6_K<7>, tile_q6_K<8>};
+  static constexpr Tile kTiles[9] = {nullptr,
+                                     tile_q6_K<1, Locality>,
+                                     tile_q6_K<2, Locality>,
+                                     tile_q6_K<3, Locality>,
+                                     tile_q6_K<4, Locality>,
+                                     tile_q6_K<5, Locality>,
+                                     tile_q6_K<6, Locality>,
+                                     tile_q6_K<7, Locality>,
+                                     tile_q6_K<8, Locality>};
   const int64_t n_blocks = n / 256;
   const int n_runs = (n_act + 7) / 8;
   thread_local std::vector<float> act_d;  // grows to the largest call, then stays: no allocation per call
@@ -584,7 +595,23 @@ void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_
   }
 }
 
+std::atomic<int> g_row_prefetch{-1};  // RowPrefetch as an int, -1 until first asked
+
 }  // namespace
+
+RowPrefetch row_prefetch_for(const CpuFeatures& f) { return f.amd && f.family == 0x19 ? RowPrefetch::kL2 : RowPrefetch::kL1; }
+
+RowPrefetch row_prefetch() {
+  int p = g_row_prefetch.load(std::memory_order_relaxed);
+  if (p < 0) {
+    p = static_cast<int>(row_prefetch_for(detect_cpu_features()));
+    int unset = -1;
+    if (!g_row_prefetch.compare_exchange_strong(unset, p, std::memory_order_relaxed)) p = unset;
+  }
+  return static_cast<RowPrefetch>(p);
+}
+
+void set_row_prefetch(RowPrefetch p) { g_row_prefetch.store(static_cast<int>(p), std::memory_order_relaxed); }
 
 QuantDotFn quant_dot(GgmlType type) {
   switch (type) {
@@ -594,7 +621,7 @@ QuantDotFn quant_dot(GgmlType type) {
     case GgmlType::kQ5_1: return dot_blocks32<Q5_1>;
     case GgmlType::kQ8_0: return dot_blocks32<Q8_0>;
     case GgmlType::kIQ4_NL: return dot_blocks32<IQ4_NL>;
-    case GgmlType::kQ6_K: return dot_q6_K;
+    case GgmlType::kQ6_K: return row_prefetch() == RowPrefetch::kL2 ? dot_q6_K<2> : dot_q6_K<3>;
     default: return avx2::quant_dot(type);
   }
 }
@@ -612,7 +639,7 @@ QuantTileFn quant_tile(GgmlType type) {
     case GgmlType::kQ4_K: return tile_k<Q4_KTile, 8>;
     case GgmlType::kQ5_K: return tile_k<Q5_KTile, 8>;
     case GgmlType::kIQ4_XS: return tile_k<IQ4_XSTile, 8>;
-    case GgmlType::kQ6_K: return tile_rows_q6_K;
+    case GgmlType::kQ6_K: return row_prefetch() == RowPrefetch::kL2 ? tile_rows_q6_K<2> : tile_rows_q6_K<3>;
     default: return avx2::quant_tile(type);
   }
 }

@@ -182,14 +182,17 @@ void tile_q45_K(int64_t n, const uint8_t* w, const uint8_t* a, int64_t as, float
 constexpr int64_t kRowPrefetchBytes = 8192;
 
 // Prefetches, kRowPrefetchBytes past p, a line per 64 of the `bytes` that a row dot is about to
-// read from p (the next call's lines cover a span's unaligned tail). Inlined by force: GCC 12
-// drops calls to a function whose only effects are prefetches.
+// read from p (the next call's lines cover a span's unaligned tail), into the cache level that
+// Locality names as __builtin_prefetch does (3: L1, prefetcht0; 2: L2, prefetcht1). Inlined by
+// force: GCC 12 drops calls to a function whose only effects are prefetches.
+template <int Locality = 3>
 [[gnu::always_inline]] inline void prefetch_row_ahead(const uint8_t* p, int64_t bytes) {
-  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kRowPrefetchBytes + l), _MM_HINT_T0);
+  for (int64_t l = 0; l < bytes; l += 64) __builtin_prefetch(p + kRowPrefetchBytes + l, 0, Locality);
 }
 
 // The 4 lines that a 210-byte Q6_K block kRowPrefetchBytes past blk can span.
-[[gnu::always_inline]] inline void prefetch_q6_K_ahead(const uint8_t* blk) { prefetch_row_ahead(blk, 256); }
+template <int Locality = 3>
+[[gnu::always_inline]] inline void prefetch_q6_K_ahead(const uint8_t* blk) { prefetch_row_ahead<Locality>(blk, 256); }
 
 // The codes 0..63 of Q6_K elements 128h + 32k + l (l < 32) of a block: a nibble of ql (the
 // block's bytes 64h + 32(k % 2) ..., low nibbles for k < 2) below bits 2k, 2k+1 of qh (bytes

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_test_util.h"
+#include "backends/cpu/kernels_avx512vnni.h"
 #include "core/fp16.h"
 #include "gguf/types.h"
 #include "quant/q8_0.h"
@@ -253,6 +254,53 @@ TEST_P(QuantDotMatchesTwin, ActivationQuantizerEqualsTheReference) {
     EXPECT_TRUE(std::equal(got.begin() + b * kb, got.begin() + (b + 1) * kb, want.begin() + b * kb)) << "q8_K block " << b;
   }
 }
+
+#if defined(__x86_64__)
+// Where the AVX-512 VNNI Q6_K kernels prefetch is chosen by microarchitecture (Zen 4: L2, the
+// rest: L1); each choice is its own instantiation of the row dot and the tile, and both match
+// the twin on rows longer than the prefetch distance (the prefetches run past a row's end).
+TEST(Avx512Q6_K, BothRowPrefetchesMatchTheTwin) {
+  CpuFeatures zen4, zen5, intel;
+  zen4.amd = zen5.amd = true;
+  zen4.family = 0x19;
+  zen5.family = 0x1a;
+  intel.family = 6;
+  EXPECT_EQ(avx512vnni::row_prefetch_for(zen4), avx512vnni::RowPrefetch::kL2);
+  EXPECT_EQ(avx512vnni::row_prefetch_for(zen5), avx512vnni::RowPrefetch::kL1);
+  EXPECT_EQ(avx512vnni::row_prefetch_for(intel), avx512vnni::RowPrefetch::kL1);
+
+  const KernelSet& set = test::set_named("avx512vnni");
+  if (const std::string why = test::lacks(set); !why.empty()) GTEST_SKIP() << why;
+  const avx512vnni::RowPrefetch chosen = avx512vnni::row_prefetch();
+  std::mt19937 rng(17);
+  constexpr int64_t n = 16384;  // 64 blocks, 13 KB per row
+  constexpr int kRows = 2;
+  std::vector<uint8_t> w;
+  for (int r = 0; r < kRows; ++r) {
+    const auto row = weights(GgmlType::kQ6_K, r, n, rng);
+    w.insert(w.end(), row.begin(), row.end());
+  }
+  const int64_t w_row_bytes = static_cast<int64_t>(w.size()) / kRows;
+  const auto a = quantized(GgmlType::kQ8_K, inputs(2, n, rng));
+  QuantDotFn dots[2] = {};
+  for (avx512vnni::RowPrefetch p : {avx512vnni::RowPrefetch::kL1, avx512vnni::RowPrefetch::kL2}) {
+    avx512vnni::set_row_prefetch(p);
+    const QuantDotFn dot = set.quant_dot(GgmlType::kQ6_K);
+    dots[static_cast<int>(p)] = dot;
+    float tiled[kRows] = {};
+    set.quant_tile(GgmlType::kQ6_K)(n, w.data(), w_row_bytes, kRows, a.data(), static_cast<int64_t>(a.size()), 1, tiled, kRows);
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* row = w.data() + r * w_row_bytes;
+      const float got = dot(n, row, a.data());
+      const float want = quant::vec_dot_fn(GgmlType::kQ6_K)(n, row, a.data());
+      EXPECT_NEAR(got, want, 1e-5 * std::abs(want) + 1e-3) << "row " << r;
+      EXPECT_EQ(std::bit_cast<uint32_t>(tiled[r]), std::bit_cast<uint32_t>(got)) << "row " << r;
+    }
+  }
+  EXPECT_NE(dots[0], dots[1]) << "both choices ran the same row dot";
+  avx512vnni::set_row_prefetch(chosen);
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Sets, QuantDotMatchesTwin, testing::ValuesIn(test::set_names()), test::set_param_name);
 
