@@ -194,8 +194,11 @@ class CpuBackend final : public hal::Backend {
     weights_.clear();
     weights_.reserve(weights.size());
     weight_bytes_ = 0;
+    const TernaryLayout layout = kernels_->ternary_layout_for_threads != nullptr
+                                     ? kernels_->ternary_layout_for_threads(pool_.n_threads())
+                                     : kernels_->ternary_layout;
     for (const hal::WeightDesc& d : weights) {
-      BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d, kernels_->ternary_rows_per_group, &pool_, kernels_->ternary_layout));
+      BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d, kernels_->ternary_rows_per_group, &pool_, layout));
       weight_bytes_ += w.resident_bytes() + (w.owned.empty() ? w.raw.size() : 0);
       weights_.push_back(std::move(w));
     }

@@ -101,6 +101,9 @@ struct KernelSet {
   // The byte layout it asks ternary weights in; a set that asks for T5 also reads the 2-bit
   // layout (weights T5 does not hold, weights.h t5_fits).
   TernaryLayout ternary_layout = TernaryLayout::k2Bit;
+  // The layout for a backend of n_threads threads where the set's choice depends on them and on
+  // the CPU (ternary_layout or k2Bit); null: ternary_layout.
+  TernaryLayout (*ternary_layout_for_threads)(int n_threads) = nullptr;
 
   // W2A8: y[t][r] = sum_b (sum_{k in b} code[r][k] * q[t][k] - act_sum[t][b]) / s[t] * scale[r][b]
   // for rows r in [r0, r1) and every token; per block the integer dot is exact and the float

@@ -2,6 +2,7 @@
 // kernels_avx512vnni_qdot.cpp).
 #pragma once
 
+#include "backends/cpu/weights.h"
 #include "core/cpu_features.h"
 
 namespace bitnet::cpu::avx512vnni {
@@ -18,6 +19,16 @@ enum class T5Decode { kAverage, kCompare };
 T5Decode t5_decode();
 // For tests: run the tiles with either decoder.
 void set_t5_decode(T5Decode d);
+
+// The ternary layout for a backend of n_threads on CPU f. T5 (1.6 bits per weight) decodes a
+// position with two vpdpbusd per 64 weights, the 2-bit layout with one: on Zen 4 (AMD family
+// 19h), which runs a 512-bit vpdpbusd as two 256-bit halves, one core decodes T5 at 19-20 GB/s
+// while it reads 26-33 GB/s, so a lone thread decodes 2B-4T 15-35% faster in the 2-bit layout;
+// from two threads on (sharing the bandwidth), and on Zen 5 at every count, T5 is faster
+// (docs/performance.md). k5Trit everywhere else.
+TernaryLayout ternary_layout_for(const CpuFeatures& f, int n_threads);
+// ternary_layout_for this CPU (KernelSet::ternary_layout_for_threads).
+TernaryLayout ternary_layout_for_threads(int n_threads);
 
 // Where the Q6_K row dot and tile prefetch the blocks they stream (kRowPrefetchBytes ahead).
 // kL1 (prefetcht0) keeps Zen 5's head at 88-105% of the bandwidth bound. On one Zen 4 core the

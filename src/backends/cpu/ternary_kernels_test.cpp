@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "backends/cpu/kernel_test_util.h"
 #include "backends/cpu/kernels.h"
@@ -56,10 +57,12 @@ std::string case_name(const TernaryCase& c) {
 
 // Runs `set` and the scalar twin on the same file weight and activations, over the whole range
 // and over a thread-like split at `inner_cuts` and n - 1 (inside row groups), and compares bits.
+// `layout`: the one the set's weights are asked in (default: the set's ternary_layout).
 void check_against_twin(const KernelSet& set, const test::FileWeight& file, const Q8Rows& x, const std::string& what,
-                        std::initializer_list<int64_t> inner_cuts = {1, 6, 7}) {
+                        std::initializer_list<int64_t> inner_cuts = {1, 6, 7},
+                        std::optional<TernaryLayout> layout = std::nullopt) {
   const CpuWeight twin_w = test::prepare(file, kScalarKernels.ternary_rows_per_group);
-  const CpuWeight set_w = test::prepare(file, set.ternary_rows_per_group, set.ternary_layout);
+  const CpuWeight set_w = test::prepare(file, set.ternary_rows_per_group, layout.value_or(set.ternary_layout));
   const int64_t n = file.n_rows;
   const int64_t whole[] = {0, n};
   const auto want = run_ternary(kScalarKernels, twin_w, x, whole);
@@ -208,6 +211,38 @@ TEST(TernaryT5, BothTileDecodersMatchTheTwin) {
     }
   }
   avx512vnni::set_t5_decode(chosen);
+}
+
+// One Zen 4 thread asks the AVX-512 VNNI set's weights in the 2-bit layout (kernels_avx512vnni.h);
+// the set then reads shapes that T5 holds in it too: decode, partial and whole token tiles.
+TEST(TernaryT5, OneZen4ThreadReadsTheTwoBitLayout) {
+  CpuFeatures zen4, zen5, intel;
+  zen4.amd = zen5.amd = true;
+  zen4.family = 0x19;
+  zen5.family = 0x1a;
+  intel.family = 6;
+  EXPECT_EQ(avx512vnni::ternary_layout_for(zen4, 1), TernaryLayout::k2Bit);
+  EXPECT_EQ(avx512vnni::ternary_layout_for(zen4, 2), TernaryLayout::k5Trit);
+  EXPECT_EQ(avx512vnni::ternary_layout_for(zen5, 1), TernaryLayout::k5Trit);
+  EXPECT_EQ(avx512vnni::ternary_layout_for(intel, 1), TernaryLayout::k5Trit);
+
+  const KernelSet& set = test::set_named("avx512vnni");
+  if (const std::string why = test::lacks(set); !why.empty()) GTEST_SKIP() << why;
+  std::mt19937 rng(37);
+  const int64_t n_rows = 37, n_cols = 2560;
+  for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0}) {
+    for (bool extreme : {false, true}) {
+      const auto codes = extreme ? std::vector<uint8_t>(static_cast<size_t>(n_rows * n_cols), 2)
+                                 : test::random_codes(n_rows * n_cols, rng);
+      const auto file = test::ternary_file(type, codes, test::random_scales(type, n_rows * n_cols, rng), n_cols, n_rows);
+      ASSERT_EQ(test::prepare(file, set.ternary_rows_per_group, TernaryLayout::k2Bit).ternary.layout, TernaryLayout::k2Bit);
+      for (int64_t n_tokens : {1, 9, 16, 33}) {
+        const Q8Buffer q8 = test::random_q8(n_tokens, n_cols, rng);
+        check_against_twin(set, file, q8.rows(), "2-bit " + case_name({type, n_rows, n_cols, n_tokens}), {1, 6, 7},
+                           TernaryLayout::k2Bit);
+      }
+    }
+  }
 }
 #endif
 
