@@ -18,6 +18,7 @@
 
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/q6_K_lanes.h"
 #include "core/fp16.h"
 #include "core/huge_pages.h"
 #include "core/thread_pool.h"
@@ -123,19 +124,31 @@ void bench_float(benchmark::State& state, const KernelSet* set, GgmlType type, S
 
 // A quant-format weight against n_tokens tokens as the backend runs it: activations quantized
 // once (the weight's activation format), each thread's share of rows through matmul_quant_rows
-// with the set's tile.
-void bench_quant_tile(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens, int n_threads) {
-  const CpuWeight w = weight(*set, type, s);
+// with the set's tile. lanes: Q6_K weights and activations in lane order (q6_K_lanes.h) through
+// the set's q6_K_lanes_dot / _tile, as the backend runs a file-backed Q6_K head.
+void bench_quant_tile(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens, int n_threads,
+                      bool lanes) {
+  CpuWeight w = weight(*set, type, s);
   const QuantActFormat f = *quant_act_format(type);
   const auto x = activations(n_tokens * s.n_cols, 3);
   const int64_t act_row_bytes = f.row_bytes(s.n_cols);
   std::vector<uint8_t> act(static_cast<size_t>(n_tokens * act_row_bytes));
   for (int64_t t = 0; t < n_tokens; ++t) f.quantize_row(x.data() + t * s.n_cols, s.n_cols, act.data() + t * act_row_bytes);
+  QuantDotFn dot = set->quant_dot(type);
+  QuantTileFn tile = set->quant_tile != nullptr ? set->quant_tile(type) : nullptr;
+  if (lanes) {
+    w.owned.resize(w.raw.size());
+    for (size_t b = 0; b < w.raw.size() / 210; ++b) q6_K_block_to_lanes(w.raw.data() + 210 * b, w.owned.data() + 210 * b);
+    w.raw = std::span<const uint8_t>(w.owned.data(), w.owned.size());
+    for (size_t b = 0; b < act.size() / f.bytes; ++b) q8_K_block_to_lanes(act.data() + f.bytes * b);
+    dot = set->q6_K_lanes_dot();
+    tile = set->q6_K_lanes_tile();
+  }
   std::vector<float> y(static_cast<size_t>(n_tokens * s.n_rows));
   ThreadPool pool(n_threads);
   for (auto _ : state) {
     split_rows(pool, s.n_rows, 8, [&](int64_t r0, int64_t r1) {
-      matmul_quant_rows(w, act.data(), act_row_bytes, n_tokens, y.data(), r0, r1, set->quant_dot(type), set->quant_tile(type));
+      matmul_quant_rows(w, act.data(), act_row_bytes, n_tokens, y.data(), r0, r1, dot, tile);
     });
     benchmark::DoNotOptimize(y.data());
   }
@@ -280,21 +293,32 @@ void register_set(const KernelSet* set) {
       if (type == GgmlType::kF16) {
         benchmark::RegisterBenchmark(label.c_str(), bench_float, set, type, kHeadShape, int64_t{1}, threads)->UseRealTime();
       } else {
-        benchmark::RegisterBenchmark(label.c_str(), bench_quant_tile, set, type, kHeadShape, int64_t{1}, threads)->UseRealTime();
+        benchmark::RegisterBenchmark(label.c_str(), bench_quant_tile, set, type, kHeadShape, int64_t{1}, threads, false)->UseRealTime();
       }
     }
   }
   // The Q6_K row dot on rows in the L2 (537 KB) on one thread: the rate its instructions allow,
   // against the streamed rows above.
   benchmark::RegisterBenchmark(fmt::format("gemv_q6_K/{}/256x2560/threads:1", name).c_str(), bench_quant_tile, set,
-                               GgmlType::kQ6_K, Shape{256, 2560}, int64_t{1}, 1)->UseRealTime();
+                               GgmlType::kQ6_K, Shape{256, 2560}, int64_t{1}, 1, false)->UseRealTime();
+  // The same rows in lane order where the set reads them so (a file-backed head).
+  if (set->q6_K_lanes_dot != nullptr) {
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(fmt::format("gemv_q6_K_lanes/{}/{}x{}/threads:{}", name, kHeadShape.n_rows, kHeadShape.n_cols, threads).c_str(),
+                                   bench_quant_tile, set, GgmlType::kQ6_K, kHeadShape, int64_t{1}, threads, true)->UseRealTime();
+    }
+    benchmark::RegisterBenchmark(fmt::format("gemv_q6_K_lanes/{}/256x2560/threads:1", name).c_str(), bench_quant_tile, set,
+                                 GgmlType::kQ6_K, Shape{256, 2560}, int64_t{1}, 1, true)->UseRealTime();
+    benchmark::RegisterBenchmark(fmt::format("gemm_q6_K_lanes/{}/{}x{}/tokens:8/threads:2", name, kHeadShape.n_rows, kHeadShape.n_cols).c_str(),
+                                 bench_quant_tile, set, GgmlType::kQ6_K, kHeadShape, int64_t{8}, 2, true)->UseRealTime();
+  }
   // The Q6_K head of a decode step of 8 sequences: rows in the L3 on one thread, then the
   // head's shape streamed from memory on two.
   if (set->quant_tile != nullptr) {
     benchmark::RegisterBenchmark(fmt::format("gemm_q6_K/{}/2048x2560/tokens:8/threads:1", name).c_str(), bench_quant_tile, set,
-                                 GgmlType::kQ6_K, Shape{2048, 2560}, int64_t{8}, 1)->UseRealTime();
+                                 GgmlType::kQ6_K, Shape{2048, 2560}, int64_t{8}, 1, false)->UseRealTime();
     benchmark::RegisterBenchmark(fmt::format("gemm_q6_K/{}/{}x{}/tokens:8/threads:2", name, kHeadShape.n_rows, kHeadShape.n_cols).c_str(),
-                                 bench_quant_tile, set, GgmlType::kQ6_K, kHeadShape, int64_t{8}, 2)->UseRealTime();
+                                 bench_quant_tile, set, GgmlType::kQ6_K, kHeadShape, int64_t{8}, 2, false)->UseRealTime();
   }
   benchmark::RegisterBenchmark(fmt::format("gemm_f16/{}/2560x2560/tokens:8", name).c_str(), bench_float, set,
                                GgmlType::kF16, Shape{2560, 2560}, int64_t{8}, 1)->UseRealTime();

@@ -15,6 +15,7 @@
 #include "backends/cpu/decode_split.h"
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/q6_K_lanes.h"
 #include "backends/cpu/weights.h"
 #include "core/aligned_vector.h"
 #include "core/check.h"
@@ -164,13 +165,14 @@ struct ActBuffer {
   std::vector<float> f32;
   Q8Buffer q8;
   // The F32 rows quantized for quantized-activation matmuls (kernels.h QuantActFormat), one
-  // buffer per activation type (Q8_0, Q8_1, Q8_K), written once per matmul op that reads them.
-  std::array<std::vector<uint8_t>, 3> qact;
+  // buffer per activation type (Q8_0, Q8_1, Q8_K, Q8_K in lane order for lane-order Q6_K
+  // weights), written once per matmul op that reads them.
+  std::array<std::vector<uint8_t>, 4> qact;
 };
 
-// The slot of ActBuffer::qact for an activation type.
-size_t qact_slot(GgmlType act_type) {
-  return act_type == GgmlType::kQ8_0 ? 0 : act_type == GgmlType::kQ8_1 ? 1 : 2;
+// The slot of ActBuffer::qact for an activation type, in lane order or not.
+size_t qact_slot(GgmlType act_type, bool lanes) {
+  return lanes ? 3 : act_type == GgmlType::kQ8_0 ? 0 : act_type == GgmlType::kQ8_1 ? 1 : 2;
 }
 
 class CpuBackend final : public hal::Backend {
@@ -198,7 +200,8 @@ class CpuBackend final : public hal::Backend {
                                      ? kernels_->ternary_layout_for_threads(pool_.n_threads())
                                      : kernels_->ternary_layout;
     for (const hal::WeightDesc& d : weights) {
-      BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d, kernels_->ternary_rows_per_group, &pool_, layout));
+      BITNET_ASSIGN_OR_RETURN(CpuWeight w, prepare_weight(d, kernels_->ternary_rows_per_group, &pool_, layout,
+                                                          kernels_->q6_K_lanes_dot != nullptr));
       weight_bytes_ += w.resident_bytes() + (w.owned.empty() ? w.raw.size() : 0);
       weights_.push_back(std::move(w));
     }
@@ -272,7 +275,7 @@ class CpuBackend final : public hal::Backend {
   void set_wait_prefetch(std::span<const hal::Op> next, int64_t n_tokens);
   const int8_t* order_ternary_act(const Q8Rows& x);
   const uint8_t* quantize_for_dot(ActBuffer& x, const QuantActFormat& f, int64_t n_tokens, int64_t n_cols,
-                                  const uint8_t* prev_act);
+                                  const uint8_t* prev_act, bool q6_K_lanes);
   void attention(const hal::Graph& graph, const hal::Op& op);
   // Where layer il's cache starts (an element index, F32 or F16 elements); in it, kv head h's
   // rows (of head_dim elements, one per cache row) start at h * n_ctx * head_dim (kv_head_offset).
@@ -535,8 +538,8 @@ void CpuBackend::elementwise(const hal::ActDesc& d, const hal::Op& op) {
 // x's F32 rows quantized to f (parallel over tokens) for a matmul of n_cols columns, unless
 // prev_act, the previous part of the same fused matmul, is that buffer already.
 const uint8_t* CpuBackend::quantize_for_dot(ActBuffer& x, const QuantActFormat& f, int64_t n_tokens,
-                                            int64_t n_cols, const uint8_t* prev_act) {
-  std::vector<uint8_t>& buf = x.qact[qact_slot(f.type)];
+                                            int64_t n_cols, const uint8_t* prev_act, bool q6_K_lanes) {
+  std::vector<uint8_t>& buf = x.qact[qact_slot(f.type, q6_K_lanes)];
   if (prev_act != nullptr && prev_act == buf.data()) return buf.data();
   const int64_t row_bytes = f.row_bytes(n_cols);
   if (buf.size() < static_cast<size_t>(n_tokens * row_bytes)) buf.resize(static_cast<size_t>(n_tokens * row_bytes));
@@ -544,11 +547,13 @@ const uint8_t* CpuBackend::quantize_for_dot(ActBuffer& x, const QuantActFormat& 
   uint8_t* dst = buf.data();
   pool_.parallel_for(n_tokens, min_chunk(n_cols), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      if (kernels_->quantize_act_row != nullptr &&
-          kernels_->quantize_act_row(f.type, src + t * n_cols, n_cols, dst + t * row_bytes)) {
-        continue;
+      if (kernels_->quantize_act_row == nullptr ||
+          !kernels_->quantize_act_row(f.type, src + t * n_cols, n_cols, dst + t * row_bytes)) {
+        f.quantize_row(src + t * n_cols, n_cols, dst + t * row_bytes);
       }
-      f.quantize_row(src + t * n_cols, n_cols, dst + t * row_bytes);
+      if (q6_K_lanes) {
+        for (int64_t b = 0; b < n_cols / f.block; ++b) q8_K_block_to_lanes(dst + t * row_bytes + b * f.bytes);
+      }
     }
   });
   return buf.data();
@@ -625,11 +630,17 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops, s
     n_items += weight_items(w);
     if (!q8) {
       if (const std::optional<QuantActFormat> f = quant_act_format(w.type); f && w.n_cols % f->block == 0) {
-        parts[i].dot = kernels_->quant_dot(w.type);
-        parts[i].tile = kernels_->quant_tile != nullptr ? kernels_->quant_tile(w.type) : nullptr;
+        if (w.q6_K_lanes) {
+          parts[i].dot = kernels_->q6_K_lanes_dot();
+          parts[i].tile = kernels_->q6_K_lanes_tile != nullptr ? kernels_->q6_K_lanes_tile() : nullptr;
+        } else {
+          parts[i].dot = kernels_->quant_dot(w.type);
+          parts[i].tile = kernels_->quant_tile != nullptr ? kernels_->quant_tile(w.type) : nullptr;
+        }
         parts[i].act_row_bytes = f->row_bytes(w.n_cols);
-        // Fused parts share x: quantized once if they share the format too (and so the width).
-        parts[i].act = quantize_for_dot(x, *f, n_tokens, w.n_cols, i > 0 ? parts[i - 1].act : nullptr);
+        // Fused parts share x: quantized once if they share the format and order too (and so
+        // the width).
+        parts[i].act = quantize_for_dot(x, *f, n_tokens, w.n_cols, i > 0 ? parts[i - 1].act : nullptr, w.q6_K_lanes);
       }
     }
   }

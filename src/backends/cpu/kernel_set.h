@@ -126,6 +126,11 @@ struct KernelSet {
   QuantDotFn (*quant_dot)(GgmlType type);
   // The set's QuantTileFn for `type`; null (the set, or the type) = quant_dot token by token.
   QuantTileFn (*quant_tile)(GgmlType type) = nullptr;
+  // The row dot and tile of Q6_K weights in lane order against Q8_K activations in the same
+  // order (q6_K_lanes.h), as quant_dot / quant_tile; null: the set reads Q6_K in the file's
+  // order only. The backend asks large file-backed Q6_K weights in lane order where they are set.
+  QuantDotFn (*q6_K_lanes_dot)() = nullptr;
+  QuantTileFn (*q6_K_lanes_tile)() = nullptr;
   // Quantizes n floats (whole blocks) into activation blocks of act_type (Q8_0, Q8_1, Q8_K)
   // bit for bit as ggml's reference quantizer (quant::q8_0/q8_1/q8_K_quantize_block); returns
   // false for a type it does not do (then the caller uses the reference). Null: the reference.

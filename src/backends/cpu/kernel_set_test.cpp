@@ -12,6 +12,8 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernel_test_util.h"
 #include "core/fp16.h"
+#include "core/mmap_file.h"
+#include "core/test_temp_dir.h"
 #include "core/thread_pool.h"
 
 namespace bitnet::cpu {
@@ -342,6 +344,58 @@ TEST_P(BackendOnSet, F16CacheMatchesTheScalarBackendInHalfTheBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, BackendOnSet, testing::ValuesIn(test::set_names()), test::set_param_name);
+
+// A tied Q6_K embedding and head read from a mapped file, large enough to be copied (the copy a
+// set may take in lane order, q6_K_lanes.h): the embedding rows and the logits of a prompt
+// (the tile) and of one token (the row dot) match the scalar backend's, which reads the file's
+// order.
+TEST_P(BackendOnSet, AFileBackedQ6_KHeadMatchesTheScalarBackend) {
+  constexpr int64_t kCols = 256, kRows = 20000;  // 4.1 MB: above kHugeBlockBytes
+  std::mt19937 rng(23);
+  const auto values = test::random_floats(kCols * kRows, rng);
+  const auto bytes = *quant::quantize(GgmlType::kQ6_K, values.data(), kRows, kCols);
+  const auto path = bitnet::test::process_temp_dir("bitnet_kernel_set_test_") / "q6_K_head.bin";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  auto map = MappedFile::open(path.string());
+  ASSERT_TRUE(map.ok()) << map.status().message();
+  hal::WeightDesc d{"token_embd", GgmlType::kQ6_K, {kCols, kRows, 1, 1}, map->bytes()};
+  d.file_backed = true;
+  const std::vector<hal::WeightDesc> table = {d};
+
+  const auto run = [&](hal::Backend& b) {
+    EXPECT_TRUE(b.load_weights(table).ok());
+    EXPECT_TRUE(b.init_kv({1, 16, 64, hal::KvType::kF32}).ok());
+    std::vector<std::vector<float>> out;
+    for (int64_t n : {5, 1}) {
+      hal::Graph g;
+      g.n_tokens = n;
+      g.acts.push_back({"x", hal::ActType::kF32, n, kCols});
+      g.acts.push_back({"logits", hal::ActType::kF32, n, kRows});
+      g.ops = {{.kind = hal::OpKind::kEmbed, .dst = 0, .w = 0}, {.kind = hal::OpKind::kMatmul, .dst = 1, .a = 0, .w = 0}};
+      g.logits = 1;
+      std::vector<int32_t> tokens(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) tokens[static_cast<size_t>(t)] = static_cast<int32_t>((t * 7919 + 11) % kRows);
+      std::vector<float> logits(static_cast<size_t>(n * kRows));
+      const Status s = b.compute(g, tokens, logits);
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      out.push_back(std::move(logits));
+    }
+    return out;
+  };
+  auto reference = make_cpu_backend({1, "scalar"});
+  auto backend = make_cpu_backend({2, GetParam()});
+  const auto want = run(*reference);
+  const auto got = run(*backend);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t s = 0; s < want.size(); ++s) {
+    ASSERT_EQ(got[s].size(), want[s].size());
+    double worst = 0.0;
+    for (size_t i = 0; i < want[s].size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[s][i]) - want[s][i]) / (1.0 + std::abs(want[s][i])));
+    // The same int32 block sums, the float steps in another order; a lane-order copy read in
+    // the wrong order would be off by the logits' own size.
+    EXPECT_LT(worst, 1e-4) << "test " << s;
+  }
+}
 
 TEST(CpuBackend, AnUnknownSetIsALoadError) {
   auto backend = make_cpu_backend({1, "bogus"});

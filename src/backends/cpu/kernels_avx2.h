@@ -58,6 +58,9 @@ namespace bitnet::cpu::avx512vnni {
 QuantDotFn quant_dot(GgmlType type);
 // KernelSet::quant_tile of the AVX-512 VNNI set: the tiles of its quant_dot.
 QuantTileFn quant_tile(GgmlType type);
+// KernelSet::q6_K_lanes_dot / q6_K_lanes_tile of the AVX-512 VNNI set: Q6_K in lane order.
+QuantDotFn q6_K_lanes_dot();
+QuantTileFn q6_K_lanes_tile();
 // The AVX-512 VNNI set's attention (kernels_avx512vnni_ops.cpp): the AVX2 set's functions'
 // types, 16 lanes wide.
 decltype(avx2::attention_head) attention_head;

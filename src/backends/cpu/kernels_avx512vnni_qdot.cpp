@@ -599,6 +599,118 @@ void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_
   }
 }
 
+// ---- Q6_K in lane order (q6_K_lanes.h): row dot and tile ----
+//
+// Weights and activations in lane order: lane p of each of a block's 4 unpacked code vectors
+// and of the activations against them holds 4 elements of sub-block p. Per block and token 4
+// vpdpbusd into one accumulator that starts at -32 bsum_p (lane p), one vpmulld by the 16
+// scales: the block's exact int32 sum, as dot_q6_K's, and the same float step per block, so
+// the two row dots agree bit for bit. No scale permutes (the file's scale bytes are already
+// in lane order), no transposes in the tile. One Zen 4 core, a standalone copy (in L2):
+// 25 -> 36 GB/s against dot_q6_K before its packed sums (docs/performance.md).
+
+// -32 bsum_p in lane p of one Q8_K block.
+[[gnu::always_inline]] inline __m512i q6_K_lanes_start(const uint8_t* act) {
+  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(load256(act + 260)), 5));
+}
+
+template <int Locality>
+float dot_q6_K_lanes(int64_t n, const uint8_t* w, const uint8_t* a) {
+  const Q6_KUnpacker unpack;
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = w + b * 210;
+    prefetch_q6_K_ahead<Locality>(blk);  // decode streams the head from memory
+    const Q6_KBlock wb = unpack(blk);
+    const uint8_t* act = a + b * 292;
+    __m512i s = q6_K_lanes_start(act);
+    for (int i = 0; i < 4; ++i) s = _mm512_dpbusd_epi32(s, wb.u[i], _mm512_loadu_si512(act + 4 + 64 * i));
+    const int32_t isum = _mm512_reduce_add_epi32(_mm512_mullo_epi32(s, _mm512_cvtepi8_epi32(load128(blk + 192))));
+    acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(wb.d * load_f32(act)), acc);
+  }
+  return _mm_cvtss_f32(acc);
+}
+
+// N (1 .. 8) tokens against one weight row in lane order; acts[j * n_blocks + b]: token j's
+// block b (start and quants as loaded, no transpose); act_d as tile_q6_K's.
+template <int N, int Locality>
+void tile_q6_K_lanes(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float* act_d, float* out) {
+  const Q6_KUnpacker unpack;
+  const int64_t n_blocks = n / 256;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = w + b * 210;
+    prefetch_q6_K_ahead<Locality>(blk);  // a batched decode step streams the head from memory
+    const Q6_KBlock wb = unpack(blk);
+    const __m512i scale = _mm512_cvtepi8_epi32(load128(blk + 192));
+    __m512i isum[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      if (j < N) {
+        const Q6_KTileAct& a = acts[j * n_blocks + b];
+        __m512i s = a.start;
+        for (int i = 0; i < 4; ++i) s = _mm512_dpbusd_epi32(s, wb.u[i], a.q[i]);
+        isum[j] = _mm512_mullo_epi32(s, scale);
+      } else {
+        isum[j] = _mm512_setzero_si512();
+      }
+    }
+    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(wb.d), _mm256_loadu_ps(act_d + 8 * b));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(isum)), d, acc);
+  }
+  alignas(32) float lanes_out[8];
+  _mm256_store_ps(lanes_out, acc);
+  for (int j = 0; j < N; ++j) out[j] = lanes_out[j];
+}
+
+// The QuantTileFn of lane-order Q6_K: as tile_rows_q6_K, the tokens' blocks copied (not
+// transposed) once per call.
+template <int Locality>
+void tile_rows_q6_K_lanes(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
+                          int64_t act_row_bytes, int n_act, float* y, int64_t y_stride) {
+  using Tile = void (*)(int64_t, const uint8_t*, const Q6_KTileAct*, const float*, float*);
+  static constexpr Tile kTiles[9] = {nullptr,
+                                     tile_q6_K_lanes<1, Locality>,
+                                     tile_q6_K_lanes<2, Locality>,
+                                     tile_q6_K_lanes<3, Locality>,
+                                     tile_q6_K_lanes<4, Locality>,
+                                     tile_q6_K_lanes<5, Locality>,
+                                     tile_q6_K_lanes<6, Locality>,
+                                     tile_q6_K_lanes<7, Locality>,
+                                     tile_q6_K_lanes<8, Locality>};
+  const int64_t n_blocks = n / 256;
+  const int n_runs = (n_act + 7) / 8;
+  thread_local std::vector<float> act_d;  // grows to the largest call, then stays: no allocation per call
+  act_d.resize(std::max(act_d.size(), static_cast<size_t>(n_runs * n_blocks * 8)));
+  thread_local std::vector<Q6_KTileAct> acts;
+  if (acts.size() < static_cast<size_t>(n_act * n_blocks)) acts.resize(static_cast<size_t>(n_act * n_blocks));
+  for (int c = 0; c < n_runs; ++c) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      for (int j = 0; j < 8; ++j) {
+        const int t = 8 * c + j;
+        act_d[static_cast<size_t>((c * n_blocks + b) * 8 + j)] = t < n_act ? load_f32(act + t * act_row_bytes + b * 292) : 0.0f;
+      }
+    }
+  }
+  for (int j = 0; j < n_act; ++j) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* blk = act + j * act_row_bytes + b * 292;
+      Q6_KTileAct& t = acts[static_cast<size_t>(j * n_blocks + b)];
+      t.start = q6_K_lanes_start(blk);
+      for (int i = 0; i < 4; ++i) t.q[i] = _mm512_loadu_si512(blk + 4 + 64 * i);
+    }
+  }
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* row = w + r * w_row_bytes;
+    for (int c = 0; c < n_runs; ++c) {
+      const int m = std::min(8, n_act - 8 * c);
+      float out[8];
+      kTiles[m](n, row, acts.data() + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
+      for (int j = 0; j < m; ++j) y[(8 * c + j) * y_stride + r] = out[j];
+    }
+  }
+}
+
 std::atomic<int> g_row_prefetch{-1};  // RowPrefetch as an int, -1 until first asked
 
 }  // namespace
@@ -616,6 +728,12 @@ RowPrefetch row_prefetch() {
 }
 
 void set_row_prefetch(RowPrefetch p) { g_row_prefetch.store(static_cast<int>(p), std::memory_order_relaxed); }
+
+QuantDotFn q6_K_lanes_dot() { return row_prefetch() == RowPrefetch::kL2 ? dot_q6_K_lanes<2> : dot_q6_K_lanes<3>; }
+
+QuantTileFn q6_K_lanes_tile() {
+  return row_prefetch() == RowPrefetch::kL2 ? tile_rows_q6_K_lanes<2> : tile_rows_q6_K_lanes<3>;
+}
 
 QuantDotFn quant_dot(GgmlType type) {
   switch (type) {

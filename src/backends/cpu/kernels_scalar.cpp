@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/q6_K_lanes.h"
 #include "core/check.h"
 #include "core/fp16.h"
 #include "quant/act_quant.h"
@@ -144,6 +145,7 @@ void attention_head_as_f32(const float* q, const T* k_cache, const T* v_cache, i
 
 void dequantize_row(const CpuWeight& w, int64_t row, float* dst) {
   const uint8_t* src = w.raw.data() + row * w.row_bytes;
+  if (w.q6_K_lanes) return dequantize_q6_K_lanes_row(src, w.n_cols, dst);
   if (w.type == GgmlType::kF16) {
     const F16Elem elem;
     for (int64_t i = 0; i < w.n_cols; ++i) dst[i] = elem(src, i);

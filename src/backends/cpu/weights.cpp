@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "backends/cpu/q6_K_lanes.h"
 #include "core/fp16.h"
 #include "core/mmap_file.h"
 #include "core/thread_pool.h"
@@ -350,10 +351,30 @@ void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w) {
   w.raw = std::span<const uint8_t>(w.owned.data(), w.owned.size());
 }
 
+// The owned copy of a Q6_K weight in lane order, block by block in place.
+void to_q6_K_lanes(CpuWeight& w, ThreadPool* pool) {
+  constexpr int64_t kBlockBytes = 210;
+  const int64_t n_blocks = static_cast<int64_t>(w.owned.size()) / kBlockBytes;
+  uint8_t* bytes = w.owned.data();
+  const auto permute = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      uint8_t file_order[kBlockBytes];
+      std::memcpy(file_order, bytes + b * kBlockBytes, kBlockBytes);
+      q6_K_block_to_lanes(file_order, bytes + b * kBlockBytes);
+    }
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(n_blocks, 4096, permute);
+  } else {
+    permute(0, n_blocks);
+  }
+  w.q6_K_lanes = true;
+}
+
 }  // namespace
 
 Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_group, ThreadPool* pool,
-                                 TernaryLayout layout) {
+                                 TernaryLayout layout, bool q6_K_lanes) {
   CpuWeight w;
   w.type = d.type;
   w.n_cols = d.ne[0];
@@ -368,6 +389,7 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_grou
   w.raw = d.bytes;
   if (d.file_backed && d.bytes.size() >= kHugeBlockBytes) copy_to_huge_pages(d.bytes, w);
   w.row_bytes = static_cast<int64_t>(row_bytes);
+  if (q6_K_lanes && d.type == GgmlType::kQ6_K && !w.owned.empty()) to_q6_K_lanes(w, pool);
   if (w.n_rows == 1) {
     w.values.resize(static_cast<size_t>(w.n_cols));
     BITNET_RETURN_IF_ERROR(quant::dequantize(d.type, w.raw, w.n_cols, w.values.data()).with_context(d.name));

@@ -108,6 +108,7 @@ struct CpuWeight {
   int64_t row_bytes = 0;         // float formats: bytes per row
   TernaryWeights ternary;        // ternary formats
   std::vector<float> values;     // 1-D weights (norms, scales), dequantized at load
+  bool q6_K_lanes = false;       // Q6_K: `owned` holds the blocks in lane order (q6_K_lanes.h)
   bool is_ternary() const { return !ternary.packed.empty(); }
   // Bytes the backend holds for this weight beyond the mapped file (repacked, copied and 1-D
   // weights).
@@ -119,9 +120,12 @@ struct CpuWeight {
 
 // Prepares one weight for the CPU kernels: ternary formats are decoded and repacked into row
 // groups of `rows_per_group` rows, on `pool`'s threads when one is given; in `layout` when
-// it holds the weight (t5_fits), else in the 2-bit layout (which every set also reads).
+// it holds the weight (t5_fits), else in the 2-bit layout (which every set also reads). With
+// q6_K_lanes, a Q6_K weight that is copied out of the file anyway (file-backed, on huge pages)
+// is copied in lane order (q6_K_lanes.h); other Q6_K weights keep the file's order.
 Result<CpuWeight> prepare_weight(const hal::WeightDesc& desc, int32_t rows_per_group = 1,
-                                 ThreadPool* pool = nullptr, TernaryLayout layout = TernaryLayout::k2Bit);
+                                 ThreadPool* pool = nullptr, TernaryLayout layout = TernaryLayout::k2Bit,
+                                 bool q6_K_lanes = false);
 
 // Per-thread scratch of the T5 prefill: a 2-bit copy (rows_per_group 4) of n_row_groups row
 // groups of `w` (its packed and scales sized, contents left to the caller). Grown once per

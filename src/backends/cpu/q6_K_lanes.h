@@ -1,0 +1,24 @@
+// Q6_K weights in sub-block-lane order, the order the AVX-512 VNNI set's Q6_K kernels read
+// (KernelSet::q6_K_lanes_dot). A block keeps ggml's bytes (ql, qh, the 16 int8 scales, d); only
+// the places of its 256 codes move: the code at position 64i + 4p + k (i < 4, p < 16, k < 4;
+// ql/qh as ggml lays out element 64i + 4p + k) is element 16p + 4i + k. Unpacked as the file's
+// order is (4 vectors of 64 codes), lane p of every vector then holds 4 codes of sub-block p,
+// so one accumulator per block takes all 4 vpdpbusd and one vpmulld applies the 16 scales.
+// The Q8_K activations go in the same order (q8_K_block_to_lanes), their d and bsums unchanged.
+#pragma once
+
+#include <cstdint>
+
+namespace bitnet::cpu {
+
+// The element at position pos (0..255) of a block in lane order.
+inline constexpr int q6_K_lane_element(int pos) { return 16 * (pos % 64 / 4) + 4 * (pos / 64) + pos % 4; }
+
+// One 210-byte Q6_K block from the file's order into lane order (src and dst do not overlap).
+void q6_K_block_to_lanes(const uint8_t* src, uint8_t* dst);
+// One 292-byte Q8_K block's 256 quants into lane order, in place.
+void q8_K_block_to_lanes(uint8_t* block);
+// n_cols values of a row of lane-order Q6_K blocks, in element order.
+void dequantize_q6_K_lanes_row(const uint8_t* row, int64_t n_cols, float* dst);
+
+}  // namespace bitnet::cpu

@@ -1,0 +1,118 @@
+// Q6_K in lane order (q6_K_lanes.h): the repacked blocks dequantize to the same values, and a
+// set's lane-order row dot and tile (KernelSet::q6_K_lanes_dot/_tile) on repacked weights and
+// activations equal its row dot on the file's order bit for bit.
+#include "backends/cpu/q6_K_lanes.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernel_test_util.h"
+#include "quant/q8_k.h"
+#include "quant/quant.h"
+
+namespace bitnet::cpu {
+namespace {
+
+constexpr int64_t kBlockBytes = 210;
+
+std::vector<uint8_t> quantized(GgmlType type, const std::vector<float>& x) {
+  auto q = quant::quantize(type, x.data(), 1, static_cast<int64_t>(x.size()));
+  EXPECT_TRUE(q.ok()) << q.status().to_string();
+  return q.ok() ? std::move(*q) : std::vector<uint8_t>{};
+}
+
+std::vector<uint8_t> to_lanes(const std::vector<uint8_t>& w) {
+  std::vector<uint8_t> out(w.size());
+  for (size_t b = 0; b < w.size() / kBlockBytes; ++b) q6_K_block_to_lanes(w.data() + b * kBlockBytes, out.data() + b * kBlockBytes);
+  return out;
+}
+
+std::vector<uint8_t> act_to_lanes(std::vector<uint8_t> a) {
+  for (size_t b = 0; b < a.size() / quant::kQ8_KBlockBytes; ++b) q8_K_block_to_lanes(a.data() + b * quant::kQ8_KBlockBytes);
+  return a;
+}
+
+TEST(Q6_KLanes, ThePermutationVisitsEveryElementOnce) {
+  std::vector<int> seen(256, 0);
+  for (int pos = 0; pos < 256; ++pos) ++seen[static_cast<size_t>(q6_K_lane_element(pos))];
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(seen[static_cast<size_t>(e)], 1) << e;
+  // Lane p (4 bytes) of each of the 4 vectors of 64 positions is in sub-block p.
+  for (int pos = 0; pos < 256; ++pos) EXPECT_EQ(q6_K_lane_element(pos) / 16, pos % 64 / 4) << pos;
+}
+
+TEST(Q6_KLanes, RepackedRowsDequantizeToTheSameValues) {
+  std::mt19937 rng(5);
+  const int64_t n = 1024;
+  const auto w = quantized(GgmlType::kQ6_K, test::random_floats(n, rng));
+  std::vector<float> want(n), got(n);
+  ASSERT_TRUE(quant::dequantize(GgmlType::kQ6_K, w, n, want.data()).ok());
+  const auto lanes = to_lanes(w);
+  EXPECT_NE(lanes, w);
+  dequantize_q6_K_lanes_row(lanes.data(), n, got.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
+}
+
+class Q6_KLanesDot : public test::EverySet {};
+
+TEST_P(Q6_KLanesDot, EqualsTheFileOrderDotBitForBit) {
+  if (set().q6_K_lanes_dot == nullptr) GTEST_SKIP() << set().name << " reads Q6_K in the file's order only";
+  std::mt19937 rng(7);
+  constexpr int kRows = 3;
+  for (int64_t n : {256, 768, 2560}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " kind " + std::to_string(kind));
+      std::vector<uint8_t> w;
+      for (int r = 0; r < kRows; ++r) {
+        std::vector<float> x = test::random_floats(n, rng);
+        if (kind == 1) std::fill(x.begin(), x.end(), 3.0f);  // codes at their top
+        if (kind == 2) {
+          for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = (i % 2 == 0 ? 1.0f : -1.0f) * (i % 7 == 0 ? 4.0f : 1.0f);
+        }
+        const auto row = quantized(GgmlType::kQ6_K, x);
+        w.insert(w.end(), row.begin(), row.end());
+      }
+      const int64_t w_row_bytes = static_cast<int64_t>(w.size()) / kRows;
+      const auto w_lanes = to_lanes(w);
+      std::vector<uint8_t> act;
+      for (int j = 0; j < kQuantTileTokens; ++j) {
+        std::vector<float> x = test::random_floats(n, rng);
+        if (kind == 2) {
+          for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i % 3 == 0 ? -8.0f : 8.0f;  // -128 and 127
+        }
+        const auto a = quantized(GgmlType::kQ8_K, x);
+        act.insert(act.end(), a.begin(), a.end());
+      }
+      const int64_t act_row_bytes = static_cast<int64_t>(act.size()) / kQuantTileTokens;
+      const auto act_lanes = act_to_lanes(act);
+      const QuantDotFn dot = set().quant_dot(GgmlType::kQ6_K);
+      const QuantDotFn lanes_dot = set().q6_K_lanes_dot();
+      for (int r = 0; r < kRows; ++r) {
+        for (int j = 0; j < kQuantTileTokens; ++j) {
+          const float want = dot(n, w.data() + r * w_row_bytes, act.data() + j * act_row_bytes);
+          const float got = lanes_dot(n, w_lanes.data() + r * w_row_bytes, act_lanes.data() + j * act_row_bytes);
+          EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "row " << r << " token " << j;
+        }
+      }
+      ASSERT_NE(set().q6_K_lanes_tile, nullptr);
+      for (int n_act = 1; n_act <= kQuantTileTokens; ++n_act) {
+        float out[kRows * kQuantTileTokens] = {};
+        set().q6_K_lanes_tile()(n, w_lanes.data(), w_row_bytes, kRows, act_lanes.data(), act_row_bytes, n_act, out, kRows);
+        for (int r = 0; r < kRows; ++r) {
+          for (int j = 0; j < n_act; ++j) {
+            const float want = dot(n, w.data() + r * w_row_bytes, act.data() + j * act_row_bytes);
+            EXPECT_EQ(std::bit_cast<uint32_t>(out[j * kRows + r]), std::bit_cast<uint32_t>(want))
+                << "tile of " << n_act << ": row " << r << " token " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sets, Q6_KLanesDot, testing::ValuesIn(test::set_names()), test::set_param_name);
+
+}  // namespace
+}  // namespace bitnet::cpu
