@@ -89,6 +89,15 @@ struct TestQ8 {
   Q8Rows rows() const { return {q.data(), scale.data(), group_sum.data(), n_tokens, n_cols, stride}; }
 };
 
+// The features that choices by microarchitecture read: an x86 CPU of vendor AMD (or not) and
+// display family `family` (AMD 0x19: Zen 3-4, 0x1A: Zen 5).
+inline CpuFeatures x86_cpu(bool amd, int family) {
+  CpuFeatures f;
+  f.amd = amd;
+  f.family = family;
+  return f;
+}
+
 inline const KernelSet& set_named(const std::string& name) {
   for (const KernelSet* set : kernel_sets()) {
     if (set->name == name) return *set;

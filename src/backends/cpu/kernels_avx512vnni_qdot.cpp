@@ -454,20 +454,6 @@ class Q6_KUnpacker {
   return isum;
 }
 
-template <int Locality>
-float dot_q6_K(int64_t n, const uint8_t* w, const uint8_t* a) {
-  const Q6_KUnpacker unpack;
-  __m128 acc = _mm_setzero_ps();
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* blk = w + b * 210;
-    prefetch_q6_K_ahead<Locality>(blk);  // decode streams the head from memory
-    const Q6_KBlock wb = unpack(blk);
-    const uint8_t* act = a + b * 292;
-    const int32_t isum = _mm512_reduce_add_epi32(q6_K_isum(wb, act));
-    acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(wb.d * load_f32(act)), acc);
-  }
-  return _mm_cvtss_f32(acc);
-}
 
 // ---- The Q6_K tile: the 16 sub-blocks of a block in the 16 lanes ----
 //
@@ -505,8 +491,15 @@ struct alignas(64) Q6_KTileAct {
   __m512i q[4];
 };
 
+// -32 bsum_p in lane p of one Q8_K block (lane p: sub-block p).
+[[gnu::always_inline]] inline __m512i q6_K_lanes_start(const uint8_t* act) {
+  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(load256(act + 260)), 5));
+}
+
 // n_act tokens' activation rows (as apart) in Q6_KTileAct blocks, token-major, in the calling
-// thread's scratch (grown once, then no allocation per call).
+// thread's scratch (grown once, then no allocation per call). kLanes: rows already in lane
+// order (q6_K_lanes.h), taken as they are; else transposed as the tile transposes the codes.
+template <bool kLanes>
 const Q6_KTileAct* q6_K_tile_acts(const uint8_t* act, int64_t as, int n_act, int64_t n_blocks) {
   thread_local std::vector<Q6_KTileAct> scratch;
   if (scratch.size() < static_cast<size_t>(n_act * n_blocks)) scratch.resize(static_cast<size_t>(n_act * n_blocks));
@@ -515,6 +508,11 @@ const Q6_KTileAct* q6_K_tile_acts(const uint8_t* act, int64_t as, int n_act, int
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* blk = act + j * as + b * 292;
       Q6_KTileAct& t = scratch[static_cast<size_t>(j * n_blocks + b)];
+      if constexpr (kLanes) {
+        t.start = q6_K_lanes_start(blk);
+        for (int i = 0; i < 4; ++i) t.q[i] = _mm512_loadu_si512(blk + 4 + 64 * i);
+        continue;
+      }
       __m512i v[4];
       for (int i = 0; i < 4; ++i) v[i] = _mm512_loadu_si512(blk + 4 + 64 * i);
       transpose_dwords4(v, t.q);
@@ -526,8 +524,9 @@ const Q6_KTileAct* q6_K_tile_acts(const uint8_t* act, int64_t as, int n_act, int
 }
 
 // N (1 .. 8) tokens against one weight row; acts[j * n_blocks + b]: token j's block b;
-// act_d[8b + j]: token j's Q8_K d of block b (0 past N).
-template <int N, int Locality>
+// act_d[8b + j]: token j's Q8_K d of block b (0 past N). kLanes: the row in lane order, whose
+// unpacked vectors and scales already have sub-block p in lane p (no transpose, no permute).
+template <int N, int Locality, bool kLanes>
 void tile_q6_K(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float* act_d, float* out) {
   const Q6_KUnpacker unpack;
   const __m512i lanes = q6_K_lane_sub_blocks();
@@ -538,8 +537,13 @@ void tile_q6_K(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float
     prefetch_q6_K_ahead<Locality>(blk);  // a batched decode step streams the head from memory
     const Q6_KBlock wb = unpack(blk);
     __m512i u[4];
-    transpose_dwords4(wb.u, u);
-    const __m512i scale = _mm512_permutexvar_epi32(lanes, _mm512_cvtepi8_epi32(load128(blk + 192)));
+    __m512i scale = _mm512_cvtepi8_epi32(load128(blk + 192));
+    if constexpr (kLanes) {
+      for (int i = 0; i < 4; ++i) u[i] = wb.u[i];
+    } else {
+      transpose_dwords4(wb.u, u);
+      scale = _mm512_permutexvar_epi32(lanes, scale);
+    }
     __m512i isum[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
@@ -560,21 +564,21 @@ void tile_q6_K(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float
   for (int j = 0; j < N; ++j) out[j] = lanes_out[j];
 }
 
-// The QuantTileFn: the tokens' blocks transposed and their Q8_K d gathered once per call, then
-// row after row, the tokens in runs of 8.
-template <int Locality>
+// The QuantTileFn (kLanes: of lane-order Q6_K, q6_K_lanes.h): the tokens' blocks laid out and
+// their Q8_K d gathered once per call, then row after row, the tokens in runs of 8.
+template <int Locality, bool kLanes>
 void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
                     int64_t act_row_bytes, int n_act, float* y, int64_t y_stride) {
   using Tile = void (*)(int64_t, const uint8_t*, const Q6_KTileAct*, const float*, float*);
   static constexpr Tile kTiles[9] = {nullptr,
-                                     tile_q6_K<1, Locality>,
-                                     tile_q6_K<2, Locality>,
-                                     tile_q6_K<3, Locality>,
-                                     tile_q6_K<4, Locality>,
-                                     tile_q6_K<5, Locality>,
-                                     tile_q6_K<6, Locality>,
-                                     tile_q6_K<7, Locality>,
-                                     tile_q6_K<8, Locality>};
+                                     tile_q6_K<1, Locality, kLanes>,
+                                     tile_q6_K<2, Locality, kLanes>,
+                                     tile_q6_K<3, Locality, kLanes>,
+                                     tile_q6_K<4, Locality, kLanes>,
+                                     tile_q6_K<5, Locality, kLanes>,
+                                     tile_q6_K<6, Locality, kLanes>,
+                                     tile_q6_K<7, Locality, kLanes>,
+                                     tile_q6_K<8, Locality, kLanes>};
   const int64_t n_blocks = n / 256;
   const int n_runs = (n_act + 7) / 8;
   thread_local std::vector<float> act_d;  // grows to the largest call, then stays: no allocation per call
@@ -587,7 +591,7 @@ void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_
       }
     }
   }
-  const Q6_KTileAct* acts = q6_K_tile_acts(act, act_row_bytes, n_act, n_blocks);
+  const Q6_KTileAct* acts = q6_K_tile_acts<kLanes>(act, act_row_bytes, n_act, n_blocks);
   for (int64_t r = 0; r < n_rows; ++r) {
     const uint8_t* row = w + r * w_row_bytes;
     for (int c = 0; c < n_runs; ++c) {
@@ -599,23 +603,19 @@ void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_
   }
 }
 
-// ---- Q6_K in lane order (q6_K_lanes.h): row dot and tile ----
+// ---- Q6_K row dot, in the file's order or in lane order (q6_K_lanes.h) ----
 //
-// Weights and activations in lane order: lane p of each of a block's 4 unpacked code vectors
+// In lane order (weights and activations): lane p of each of a block's 4 unpacked code vectors
 // and of the activations against them holds 4 elements of sub-block p. Per block and token 4
 // vpdpbusd into one accumulator that starts at -32 bsum_p (lane p), one vpmulld by the 16
 // scales: the block's exact int32 sum, as dot_q6_K's, and the same float step per block, so
 // the two row dots agree bit for bit. No scale permutes (the file's scale bytes are already
-// in lane order), no transposes in the tile. One Zen 4 core, a standalone copy (in L2):
-// 25 -> 36 GB/s against dot_q6_K before its packed sums (docs/performance.md).
+// in lane order), no transposes in the tile (tile_q6_K<..., true>). One Zen 4 core, in L2:
+// 29.5-30.4 -> 32.1-32.6 GB/s against the file order's row dot (docs/performance.md).
 
-// -32 bsum_p in lane p of one Q8_K block.
-[[gnu::always_inline]] inline __m512i q6_K_lanes_start(const uint8_t* act) {
-  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(load256(act + 260)), 5));
-}
-
-template <int Locality>
-float dot_q6_K_lanes(int64_t n, const uint8_t* w, const uint8_t* a) {
+// The row dot; kLanes: of a row and activations in lane order (above).
+template <int Locality, bool kLanes>
+float dot_q6_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   const Q6_KUnpacker unpack;
   __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -623,92 +623,17 @@ float dot_q6_K_lanes(int64_t n, const uint8_t* w, const uint8_t* a) {
     prefetch_q6_K_ahead<Locality>(blk);  // decode streams the head from memory
     const Q6_KBlock wb = unpack(blk);
     const uint8_t* act = a + b * 292;
-    __m512i s = q6_K_lanes_start(act);
-    for (int i = 0; i < 4; ++i) s = _mm512_dpbusd_epi32(s, wb.u[i], _mm512_loadu_si512(act + 4 + 64 * i));
-    const int32_t isum = _mm512_reduce_add_epi32(_mm512_mullo_epi32(s, _mm512_cvtepi8_epi32(load128(blk + 192))));
+    int32_t isum;
+    if constexpr (kLanes) {
+      __m512i s = q6_K_lanes_start(act);
+      for (int i = 0; i < 4; ++i) s = _mm512_dpbusd_epi32(s, wb.u[i], _mm512_loadu_si512(act + 4 + 64 * i));
+      isum = _mm512_reduce_add_epi32(_mm512_mullo_epi32(s, _mm512_cvtepi8_epi32(load128(blk + 192))));
+    } else {
+      isum = _mm512_reduce_add_epi32(q6_K_isum(wb, act));
+    }
     acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(wb.d * load_f32(act)), acc);
   }
   return _mm_cvtss_f32(acc);
-}
-
-// N (1 .. 8) tokens against one weight row in lane order; acts[j * n_blocks + b]: token j's
-// block b (start and quants as loaded, no transpose); act_d as tile_q6_K's.
-template <int N, int Locality>
-void tile_q6_K_lanes(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float* act_d, float* out) {
-  const Q6_KUnpacker unpack;
-  const int64_t n_blocks = n / 256;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* blk = w + b * 210;
-    prefetch_q6_K_ahead<Locality>(blk);  // a batched decode step streams the head from memory
-    const Q6_KBlock wb = unpack(blk);
-    const __m512i scale = _mm512_cvtepi8_epi32(load128(blk + 192));
-    __m512i isum[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      if (j < N) {
-        const Q6_KTileAct& a = acts[j * n_blocks + b];
-        __m512i s = a.start;
-        for (int i = 0; i < 4; ++i) s = _mm512_dpbusd_epi32(s, wb.u[i], a.q[i]);
-        isum[j] = _mm512_mullo_epi32(s, scale);
-      } else {
-        isum[j] = _mm512_setzero_si512();
-      }
-    }
-    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(wb.d), _mm256_loadu_ps(act_d + 8 * b));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(isum)), d, acc);
-  }
-  alignas(32) float lanes_out[8];
-  _mm256_store_ps(lanes_out, acc);
-  for (int j = 0; j < N; ++j) out[j] = lanes_out[j];
-}
-
-// The QuantTileFn of lane-order Q6_K: as tile_rows_q6_K, the tokens' blocks copied (not
-// transposed) once per call.
-template <int Locality>
-void tile_rows_q6_K_lanes(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
-                          int64_t act_row_bytes, int n_act, float* y, int64_t y_stride) {
-  using Tile = void (*)(int64_t, const uint8_t*, const Q6_KTileAct*, const float*, float*);
-  static constexpr Tile kTiles[9] = {nullptr,
-                                     tile_q6_K_lanes<1, Locality>,
-                                     tile_q6_K_lanes<2, Locality>,
-                                     tile_q6_K_lanes<3, Locality>,
-                                     tile_q6_K_lanes<4, Locality>,
-                                     tile_q6_K_lanes<5, Locality>,
-                                     tile_q6_K_lanes<6, Locality>,
-                                     tile_q6_K_lanes<7, Locality>,
-                                     tile_q6_K_lanes<8, Locality>};
-  const int64_t n_blocks = n / 256;
-  const int n_runs = (n_act + 7) / 8;
-  thread_local std::vector<float> act_d;  // grows to the largest call, then stays: no allocation per call
-  act_d.resize(std::max(act_d.size(), static_cast<size_t>(n_runs * n_blocks * 8)));
-  thread_local std::vector<Q6_KTileAct> acts;
-  if (acts.size() < static_cast<size_t>(n_act * n_blocks)) acts.resize(static_cast<size_t>(n_act * n_blocks));
-  for (int c = 0; c < n_runs; ++c) {
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      for (int j = 0; j < 8; ++j) {
-        const int t = 8 * c + j;
-        act_d[static_cast<size_t>((c * n_blocks + b) * 8 + j)] = t < n_act ? load_f32(act + t * act_row_bytes + b * 292) : 0.0f;
-      }
-    }
-  }
-  for (int j = 0; j < n_act; ++j) {
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const uint8_t* blk = act + j * act_row_bytes + b * 292;
-      Q6_KTileAct& t = acts[static_cast<size_t>(j * n_blocks + b)];
-      t.start = q6_K_lanes_start(blk);
-      for (int i = 0; i < 4; ++i) t.q[i] = _mm512_loadu_si512(blk + 4 + 64 * i);
-    }
-  }
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const uint8_t* row = w + r * w_row_bytes;
-    for (int c = 0; c < n_runs; ++c) {
-      const int m = std::min(8, n_act - 8 * c);
-      float out[8];
-      kTiles[m](n, row, acts.data() + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
-      for (int j = 0; j < m; ++j) y[(8 * c + j) * y_stride + r] = out[j];
-    }
-  }
 }
 
 std::atomic<int> g_row_prefetch{-1};  // RowPrefetch as an int, -1 until first asked
@@ -729,10 +654,10 @@ RowPrefetch row_prefetch() {
 
 void set_row_prefetch(RowPrefetch p) { g_row_prefetch.store(static_cast<int>(p), std::memory_order_relaxed); }
 
-QuantDotFn q6_K_lanes_dot() { return row_prefetch() == RowPrefetch::kL2 ? dot_q6_K_lanes<2> : dot_q6_K_lanes<3>; }
+QuantDotFn q6_K_lanes_dot() { return row_prefetch() == RowPrefetch::kL2 ? dot_q6_K<2, true> : dot_q6_K<3, true>; }
 
 QuantTileFn q6_K_lanes_tile() {
-  return row_prefetch() == RowPrefetch::kL2 ? tile_rows_q6_K_lanes<2> : tile_rows_q6_K_lanes<3>;
+  return row_prefetch() == RowPrefetch::kL2 ? tile_rows_q6_K<2, true> : tile_rows_q6_K<3, true>;
 }
 
 QuantDotFn quant_dot(GgmlType type) {
@@ -743,7 +668,7 @@ QuantDotFn quant_dot(GgmlType type) {
     case GgmlType::kQ5_1: return dot_blocks32<Q5_1>;
     case GgmlType::kQ8_0: return dot_blocks32<Q8_0>;
     case GgmlType::kIQ4_NL: return dot_blocks32<IQ4_NL>;
-    case GgmlType::kQ6_K: return row_prefetch() == RowPrefetch::kL2 ? dot_q6_K<2> : dot_q6_K<3>;
+    case GgmlType::kQ6_K: return row_prefetch() == RowPrefetch::kL2 ? dot_q6_K<2, false> : dot_q6_K<3, false>;
     default: return avx2::quant_dot(type);
   }
 }
@@ -761,7 +686,7 @@ QuantTileFn quant_tile(GgmlType type) {
     case GgmlType::kQ4_K: return tile_k<Q4_KTile, 8>;
     case GgmlType::kQ5_K: return tile_k<Q5_KTile, 8>;
     case GgmlType::kIQ4_XS: return tile_k<IQ4_XSTile, 8>;
-    case GgmlType::kQ6_K: return row_prefetch() == RowPrefetch::kL2 ? tile_rows_q6_K<2> : tile_rows_q6_K<3>;
+    case GgmlType::kQ6_K: return row_prefetch() == RowPrefetch::kL2 ? tile_rows_q6_K<2, false> : tile_rows_q6_K<3, false>;
     default: return avx2::quant_tile(type);
   }
 }

@@ -260,14 +260,9 @@ TEST_P(QuantDotMatchesTwin, ActivationQuantizerEqualsTheReference) {
 // rest: L1); each choice is its own instantiation of the row dot and the tile, and both match
 // the twin on rows longer than the prefetch distance (the prefetches run past a row's end).
 TEST(Avx512Q6_K, BothRowPrefetchesMatchTheTwin) {
-  CpuFeatures zen4, zen5, intel;
-  zen4.amd = zen5.amd = true;
-  zen4.family = 0x19;
-  zen5.family = 0x1a;
-  intel.family = 6;
-  EXPECT_EQ(avx512vnni::row_prefetch_for(zen4), avx512vnni::RowPrefetch::kL2);
-  EXPECT_EQ(avx512vnni::row_prefetch_for(zen5), avx512vnni::RowPrefetch::kL1);
-  EXPECT_EQ(avx512vnni::row_prefetch_for(intel), avx512vnni::RowPrefetch::kL1);
+  EXPECT_EQ(avx512vnni::row_prefetch_for(test::x86_cpu(true, 0x19)), avx512vnni::RowPrefetch::kL2);
+  EXPECT_EQ(avx512vnni::row_prefetch_for(test::x86_cpu(true, 0x1a)), avx512vnni::RowPrefetch::kL1);
+  EXPECT_EQ(avx512vnni::row_prefetch_for(test::x86_cpu(false, 6)), avx512vnni::RowPrefetch::kL1);
 
   const KernelSet& set = test::set_named("avx512vnni");
   if (const std::string why = test::lacks(set); !why.empty()) GTEST_SKIP() << why;

@@ -216,15 +216,11 @@ TEST(TernaryT5, BothTileDecodersMatchTheTwin) {
 // One Zen 4 thread asks the AVX-512 VNNI set's weights in the 2-bit layout (kernels_avx512vnni.h);
 // the set then reads shapes that T5 holds in it too: decode, partial and whole token tiles.
 TEST(TernaryT5, OneZen4ThreadReadsTheTwoBitLayout) {
-  CpuFeatures zen4, zen5, intel;
-  zen4.amd = zen5.amd = true;
-  zen4.family = 0x19;
-  zen5.family = 0x1a;
-  intel.family = 6;
+  const CpuFeatures zen4 = test::x86_cpu(true, 0x19);
   EXPECT_EQ(avx512vnni::ternary_layout_for(zen4, 1), TernaryLayout::k2Bit);
   EXPECT_EQ(avx512vnni::ternary_layout_for(zen4, 2), TernaryLayout::k5Trit);
-  EXPECT_EQ(avx512vnni::ternary_layout_for(zen5, 1), TernaryLayout::k5Trit);
-  EXPECT_EQ(avx512vnni::ternary_layout_for(intel, 1), TernaryLayout::k5Trit);
+  EXPECT_EQ(avx512vnni::ternary_layout_for(test::x86_cpu(true, 0x1a), 1), TernaryLayout::k5Trit);
+  EXPECT_EQ(avx512vnni::ternary_layout_for(test::x86_cpu(false, 6), 1), TernaryLayout::k5Trit);
 
   const KernelSet& set = test::set_named("avx512vnni");
   if (const std::string why = test::lacks(set); !why.empty()) GTEST_SKIP() << why;
