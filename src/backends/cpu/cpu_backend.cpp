@@ -102,8 +102,8 @@ size_t fusable_matmuls(std::span<const hal::Op> ops) {
 class KernelsUsed {
  public:
   enum Kernel : uint8_t {
-    kEmbed, kRmsNorm, kActQuant, kMatmulW2A8, kMatmulW2A8T5, kScale, kRopeNorm, kRopeNeox, kAttention,
-    kAttentionF16, kSiluMul, kRelu2Mul, kAdd, kCount
+    kEmbed, kRmsNorm, kActQuant, kMatmulW2A8, kMatmulW2A8T5, kMatmulQ6_KLanes, kScale, kRopeNorm, kRopeNeox,
+    kAttention, kAttentionF16, kSiluMul, kRelu2Mul, kAdd, kCount
   };
 
   void add(Kernel k) { kernels_.set(k); }
@@ -114,8 +114,8 @@ class KernelsUsed {
 
   std::vector<std::string> names(std::string_view set) const {
     static constexpr std::string_view kNames[kCount] = {
-        "embed", "rms_norm", "act_quant_i8", "matmul_w2a8", "matmul_w2a8_t5", "scale", "rope_norm", "rope_neox",
-        "attention_f32", "attention_f16", "silu_mul", "relu2_mul", "add"};
+        "embed", "rms_norm", "act_quant_i8", "matmul_w2a8", "matmul_w2a8_t5", "matmul_q6_K_lanes", "scale", "rope_norm",
+        "rope_neox", "attention_f32", "attention_f16", "silu_mul", "relu2_mul", "add"};
     std::vector<std::string> out;
     for (size_t k = 0; k < kCount; ++k) {
       if (kernels_.test(k)) out.push_back(fmt::format("{}_{}", kNames[k], set));
@@ -692,6 +692,8 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops, s
       // T5: the weight's 1.6-bit layout (weights.h), which the receipt names.
       kernels_used_.add(p.w->ternary.layout == TernaryLayout::k5Trit ? KernelsUsed::kMatmulW2A8T5
                                                                     : KernelsUsed::kMatmulW2A8);
+    } else if (p.w->q6_K_lanes) {
+      kernels_used_.add(KernelsUsed::kMatmulQ6_KLanes);
     } else {
       kernels_used_.add_float_matmul(p.w->type);
     }

@@ -350,7 +350,7 @@ INSTANTIATE_TEST_SUITE_P(Sets, BackendOnSet, testing::ValuesIn(test::set_names()
 // (the tile) and of one token (the row dot) match the scalar backend's, which reads the file's
 // order.
 TEST_P(BackendOnSet, AFileBackedQ6_KHeadMatchesTheScalarBackend) {
-  constexpr int64_t kCols = 256, kRows = 20000;  // 4.1 MB: above kHugeBlockBytes
+  constexpr int64_t kCols = 256, kRows = 25000;  // 5.2 MB: above kHugeBlockBytes
   std::mt19937 rng(23);
   const auto values = test::random_floats(kCols * kRows, rng);
   const auto bytes = *quant::quantize(GgmlType::kQ6_K, values.data(), kRows, kCols);
@@ -395,6 +395,11 @@ TEST_P(BackendOnSet, AFileBackedQ6_KHeadMatchesTheScalarBackend) {
     // the wrong order would be off by the logits' own size.
     EXPECT_LT(worst, 1e-4) << "test " << s;
   }
+  // The set that has lane-order kernels ran them.
+  const KernelSet* set = *select_kernel_set(GetParam(), detect_cpu_features());
+  const std::string matmul = set->q6_K_lanes_dot != nullptr ? "matmul_q6_K_lanes_" : "matmul_q6_K_";
+  const auto names = backend->kernels_used();
+  EXPECT_NE(std::find(names.begin(), names.end(), matmul + GetParam()), names.end()) << matmul << GetParam();
 }
 
 TEST(CpuBackend, AnUnknownSetIsALoadError) {

@@ -869,12 +869,6 @@ T5Decode t5_decode() {
 
 void set_t5_decode(T5Decode d) { g_t5_decode.store(static_cast<int>(d), std::memory_order_relaxed); }
 
-TernaryLayout ternary_layout_for(const CpuFeatures& f, int n_threads) {
-  return f.amd && f.family == 0x19 && n_threads == 1 ? TernaryLayout::k2Bit : TernaryLayout::k5Trit;
-}
-
-TernaryLayout ternary_layout_for_threads(int n_threads) { return ternary_layout_for(detect_cpu_features(), n_threads); }
-
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   if (w.ternary.layout != TernaryLayout::k5Trit) return ternary_matmul<W2A8>(w, x, y, r0, r1);
   BITNET_CHECK(w.ternary.rows_per_group == kT5Rows);

@@ -640,8 +640,6 @@ std::atomic<int> g_row_prefetch{-1};  // RowPrefetch as an int, -1 until first a
 
 }  // namespace
 
-RowPrefetch row_prefetch_for(const CpuFeatures& f) { return f.amd && f.family == 0x19 ? RowPrefetch::kL2 : RowPrefetch::kL1; }
-
 RowPrefetch row_prefetch() {
   int p = g_row_prefetch.load(std::memory_order_relaxed);
   if (p < 0) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_test_util.h"
+#include "quant/q6_k.h"
 #include "quant/q8_k.h"
 #include "quant/quant.h"
 
@@ -62,7 +63,7 @@ TEST_P(Q6_KLanesDot, EqualsTheFileOrderDotBitForBit) {
   std::mt19937 rng(7);
   constexpr int kRows = 3;
   for (int64_t n : {256, 768, 2560}) {
-    for (int kind = 0; kind < 3; ++kind) {
+    for (int kind = 0; kind < 4; ++kind) {
       SCOPED_TRACE("n=" + std::to_string(n) + " kind " + std::to_string(kind));
       std::vector<uint8_t> w;
       for (int r = 0; r < kRows; ++r) {
@@ -71,7 +72,11 @@ TEST_P(Q6_KLanesDot, EqualsTheFileOrderDotBitForBit) {
         if (kind == 2) {
           for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = (i % 2 == 0 ? 1.0f : -1.0f) * (i % 7 == 0 ? 4.0f : 1.0f);
         }
+        if (kind == 3) {  // each sub-block's first value sets the scale: the others take code 63
+          for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i % 16 == 0 ? -4.0f : 4.0f;
+        }
         const auto row = quantized(GgmlType::kQ6_K, x);
+        if (kind == 3) ASSERT_EQ(quant::q6_K_code(row.data(), 1), 63);
         w.insert(w.end(), row.begin(), row.end());
       }
       const int64_t w_row_bytes = static_cast<int64_t>(w.size()) / kRows;
@@ -80,9 +85,11 @@ TEST_P(Q6_KLanesDot, EqualsTheFileOrderDotBitForBit) {
       for (int j = 0; j < kQuantTileTokens; ++j) {
         std::vector<float> x = test::random_floats(n, rng);
         if (kind == 2) {
-          for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i % 3 == 0 ? -8.0f : 8.0f;  // -128 and 127
+          for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i % 3 == 0 ? -8.0f : 8.0f;  // +-127
         }
+        if (kind == 3) std::fill(x.begin(), x.end(), 8.0f);  // every quant -127 (Q8_K stays within +-127)
         const auto a = quantized(GgmlType::kQ8_K, x);
+        if (kind == 3) ASSERT_EQ(quant::q8_K_qs(a.data())[0], -127);
         act.insert(act.end(), a.begin(), a.end());
       }
       const int64_t act_row_bytes = static_cast<int64_t>(act.size()) / kQuantTileTokens;

@@ -389,7 +389,8 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_grou
   w.raw = d.bytes;
   if (d.file_backed && d.bytes.size() >= kHugeBlockBytes) copy_to_huge_pages(d.bytes, w);
   w.row_bytes = static_cast<int64_t>(row_bytes);
-  if (q6_K_lanes && d.type == GgmlType::kQ6_K && !w.owned.empty()) to_q6_K_lanes(w, pool);
+  // (A one-row weight is read only as the values dequantized below, in the file's order.)
+  if (q6_K_lanes && d.type == GgmlType::kQ6_K && !w.owned.empty() && w.n_rows > 1) to_q6_K_lanes(w, pool);
   if (w.n_rows == 1) {
     w.values.resize(static_cast<size_t>(w.n_cols));
     BITNET_RETURN_IF_ERROR(quant::dequantize(d.type, w.raw, w.n_cols, w.values.data()).with_context(d.name));

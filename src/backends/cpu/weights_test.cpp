@@ -5,11 +5,15 @@
 
 #include <cstring>
 #include <fstream>
+#include <random>
+#include <tuple>
 #include <vector>
 
+#include "backends/cpu/kernels.h"
 #include "core/huge_pages.h"
 #include "core/mmap_file.h"
 #include "core/test_temp_dir.h"
+#include "quant/quant.h"
 
 namespace bitnet::cpu {
 namespace {
@@ -85,6 +89,65 @@ TEST(FloatWeights, SmallWeightsStayMapped) {
   EXPECT_TRUE(w->owned.empty());
   EXPECT_EQ(w->raw.data(), f.map.bytes().data());
   EXPECT_EQ(w->resident_bytes(), 0u);
+}
+
+// A mapped file of Q6_K rows quantized from random values.
+F16File write_q6_K(const char* name, int64_t n_cols, int64_t n_rows) {
+  F16File f;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(n_cols * n_rows));
+  for (float& v : x) v = normal(rng);
+  f.bytes = *quant::quantize(GgmlType::kQ6_K, x.data(), n_rows, n_cols);
+  const auto path = test::process_temp_dir("bitnet_weights_test_") / name;
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.bytes.data()),
+                                               static_cast<std::streamsize>(f.bytes.size()));
+  auto map = MappedFile::open(path.string());
+  EXPECT_TRUE(map.ok()) << map.status().message();
+  f.map = std::move(*map);
+  return f;
+}
+
+// Asked for lane order, a large file-backed Q6_K weight (the copy onto huge pages) takes it; a
+// small one, one in ordinary memory and a one-row one keep the file's order. Rows read back
+// (dequantize_row) as the file's either way.
+TEST(Q6_KWeights, LargeFileBackedOnesAreCopiedInLaneOrder) {
+  const int64_t n_cols = 512;
+  const F16File large = write_q6_K("large_q6_K.bin", n_cols, 12000);  // 5 MB: above kHugeBlockBytes
+  const F16File small = write_q6_K("small_q6_K.bin", n_cols, 100);
+  const auto desc = [&](const F16File& f, int64_t n_rows, bool file_backed) {
+    hal::WeightDesc d;
+    d.name = "head";
+    d.type = GgmlType::kQ6_K;
+    d.ne = {n_cols, n_rows, 1, 1};
+    d.bytes = file_backed ? f.map.bytes() : std::span<const uint8_t>(f.bytes);
+    d.file_backed = file_backed;
+    return d;
+  };
+  const auto check_rows = [&](const CpuWeight& w, const F16File& f) {
+    std::vector<float> got(static_cast<size_t>(n_cols)), want(got.size());
+    for (int64_t r : {int64_t{0}, int64_t{1}, w.n_rows - 1}) {
+      dequantize_row(w, r, got.data());
+      const size_t row_bytes = static_cast<size_t>(w.row_bytes);
+      ASSERT_TRUE(quant::dequantize(GgmlType::kQ6_K, {f.bytes.data() + r * row_bytes, row_bytes}, n_cols, want.data()).ok());
+      EXPECT_EQ(got, want) << "row " << r;
+    }
+  };
+  auto lanes = prepare_weight(desc(large, 12000, true), 1, nullptr, TernaryLayout::k2Bit, true);
+  ASSERT_TRUE(lanes.ok()) << lanes.status().message();
+  EXPECT_TRUE(lanes->q6_K_lanes);
+  EXPECT_NE(0, std::memcmp(lanes->raw.data(), large.bytes.data(), large.bytes.size()));
+  check_rows(*lanes, large);
+  auto file_order = prepare_weight(desc(large, 12000, true));
+  ASSERT_TRUE(file_order.ok());
+  EXPECT_FALSE(file_order->q6_K_lanes);
+  EXPECT_EQ(0, std::memcmp(file_order->raw.data(), large.bytes.data(), large.bytes.size()));
+  for (const auto& [f, n_rows, file_backed] : {std::tuple{&small, int64_t{100}, true}, std::tuple{&large, int64_t{12000}, false}}) {
+    auto w = prepare_weight(desc(*f, n_rows, file_backed), 1, nullptr, TernaryLayout::k2Bit, true);
+    ASSERT_TRUE(w.ok());
+    EXPECT_FALSE(w->q6_K_lanes) << n_rows << " rows, file-backed " << file_backed;
+    check_rows(*w, *f);
+  }
 }
 
 }  // namespace
