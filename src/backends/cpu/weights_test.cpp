@@ -18,22 +18,27 @@
 namespace bitnet::cpu {
 namespace {
 
-// A mapped file of n_rows F16 rows of n_cols, with bytes that differ from page to page.
+// A mapped file and its bytes (F16 rows of bytes that differ from page to page, or Q6_K rows).
 struct F16File {
   std::vector<uint8_t> bytes;
   MappedFile map;
 };
 
-F16File write_f16(const char* name, int64_t n_cols, int64_t n_rows) {
-  F16File f;
-  f.bytes.resize(static_cast<size_t>(n_cols * n_rows * 2));
-  for (size_t i = 0; i < f.bytes.size(); ++i) f.bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+// f.bytes written to a temporary file `name`, mapped as f.map.
+void write_and_map(const char* name, F16File& f) {
   const auto path = test::process_temp_dir("bitnet_weights_test_") / name;
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.bytes.data()),
                                                static_cast<std::streamsize>(f.bytes.size()));
   auto map = MappedFile::open(path.string());
   EXPECT_TRUE(map.ok()) << map.status().message();
   f.map = std::move(*map);
+}
+
+F16File write_f16(const char* name, int64_t n_cols, int64_t n_rows) {
+  F16File f;
+  f.bytes.resize(static_cast<size_t>(n_cols * n_rows * 2));
+  for (size_t i = 0; i < f.bytes.size(); ++i) f.bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  write_and_map(name, f);
   return f;
 }
 
@@ -99,12 +104,7 @@ F16File write_q6_K(const char* name, int64_t n_cols, int64_t n_rows) {
   std::vector<float> x(static_cast<size_t>(n_cols * n_rows));
   for (float& v : x) v = normal(rng);
   f.bytes = *quant::quantize(GgmlType::kQ6_K, x.data(), n_rows, n_cols);
-  const auto path = test::process_temp_dir("bitnet_weights_test_") / name;
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.bytes.data()),
-                                               static_cast<std::streamsize>(f.bytes.size()));
-  auto map = MappedFile::open(path.string());
-  EXPECT_TRUE(map.ok()) << map.status().message();
-  f.map = std::move(*map);
+  write_and_map(name, f);
   return f;
 }
 
