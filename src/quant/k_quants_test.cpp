@@ -12,6 +12,7 @@
 #include "core/fp16.h"
 #include "quant/iq4.h"
 #include "quant/q2_k_q3_k.h"
+#include "quant/q6_k.h"
 #include "quant/k_quant_util.h"
 #include "quant/q8_k.h"
 #include "quant/quant.h"
@@ -214,6 +215,23 @@ TEST(Q6_K, HandBuiltBlock) {
   expect_range(y, 144, 160, 96.0f, 150);
   expect_range(y, 160, 240, 0.0f);
   expect_range(y, 240, 256, -64.0f, 250);
+}
+
+// q6_K_codes reads every element's code as q6_K_code does, and q6_K_set_codes writes the same
+// ql and qh bytes back (every byte random, so every code and bit position occurs).
+TEST(Q6_K, CodesRoundTripThroughTheBytes) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 8; ++trial) {
+    std::vector<uint8_t> b(kQ6_KBlockBytes);
+    for (uint8_t& v : b) v = static_cast<uint8_t>(rng());
+    uint8_t codes[256];
+    q6_K_codes(b.data(), codes);
+    for (int e = 0; e < 256; ++e) ASSERT_EQ(codes[e], q6_K_code(b.data(), e)) << e;
+    std::vector<uint8_t> back(kQ6_KBlockBytes, 0);
+    q6_K_set_codes(codes, back.data());
+    EXPECT_EQ(0, std::memcmp(back.data(), b.data(), 192));  // ql, qh
+    EXPECT_TRUE(std::all_of(back.begin() + 192, back.end(), [](uint8_t v) { return v == 0; }));  // scales, d untouched
+  }
 }
 
 TEST(Q8_K, HandComputedBlock) {

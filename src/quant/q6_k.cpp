@@ -19,9 +19,10 @@ constexpr int kD = 208;
 constexpr int kSubBlocks = kQK_K / 16;
 
 // Packs codes L[256] in [0, 63] into ql and qh (layout in q6_k.h).
-void pack_codes(const int8_t* L, uint8_t* ql, uint8_t* qh) {
+template <class Code>
+void pack_codes(const Code* L, uint8_t* ql, uint8_t* qh) {
   for (int h = 0; h < 2; ++h) {
-    const int8_t* Lh = L + 128 * h;
+    const Code* Lh = L + 128 * h;
     for (int l = 0; l < 32; ++l) {
       const int q0 = Lh[l];
       const int q1 = Lh[l + 32];
@@ -36,6 +37,22 @@ void pack_codes(const int8_t* L, uint8_t* ql, uint8_t* qh) {
 }
 
 }  // namespace
+
+void q6_K_codes(const uint8_t* block, uint8_t codes[256]) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = block + kQl + 64 * h;
+    const uint8_t* qh = block + kQh + 32 * h;
+    uint8_t* c = codes + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      c[l] = static_cast<uint8_t>((ql[l] & 0xF) | (qh[l] & 3) << 4);
+      c[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (qh[l] >> 2 & 3) << 4);
+      c[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (qh[l] >> 4 & 3) << 4);
+      c[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4);
+    }
+  }
+}
+
+void q6_K_set_codes(const uint8_t codes[256], uint8_t* block) { pack_codes(codes, block + kQl, block + kQh); }
 
 int q6_K_code(const uint8_t* block, int e) {
   const int h = e / 128;

@@ -26,6 +26,9 @@ void q6_K_dequantize_block(const uint8_t* src, float* y);
 
 // The 6-bit code (0..63) of element e of a block.
 int q6_K_code(const uint8_t* block, int e);
+// All 256 codes of a block in element order, and back into its ql and qh (scales and d untouched).
+void q6_K_codes(const uint8_t* block, uint8_t codes[256]);
+void q6_K_set_codes(const uint8_t codes[256], uint8_t* block);
 
 // Scalar twin of ggml_vec_dot_q6_K_q8_K over n elements (a multiple of 256): w holds n/256
 // Q6_K blocks, a n/256 Q8_K blocks (q8_k.h). Per block, eight int32 lanes (lane = e % 8) sum

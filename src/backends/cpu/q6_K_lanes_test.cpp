@@ -76,7 +76,9 @@ TEST_P(Q6_KLanesDot, EqualsTheFileOrderDotBitForBit) {
           for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i % 16 == 0 ? -4.0f : 4.0f;
         }
         const auto row = quantized(GgmlType::kQ6_K, x);
-        if (kind == 3) ASSERT_EQ(quant::q6_K_code(row.data(), 1), 63);
+        if (kind == 3) {
+          ASSERT_EQ(quant::q6_K_code(row.data(), 1), 63);
+        }
         w.insert(w.end(), row.begin(), row.end());
       }
       const int64_t w_row_bytes = static_cast<int64_t>(w.size()) / kRows;
@@ -89,7 +91,9 @@ TEST_P(Q6_KLanesDot, EqualsTheFileOrderDotBitForBit) {
         }
         if (kind == 3) std::fill(x.begin(), x.end(), 8.0f);  // every quant -127 (Q8_K stays within +-127)
         const auto a = quantized(GgmlType::kQ8_K, x);
-        if (kind == 3) ASSERT_EQ(quant::q8_K_qs(a.data())[0], -127);
+        if (kind == 3) {
+          ASSERT_EQ(quant::q8_K_qs(a.data())[0], -127);
+        }
         act.insert(act.end(), a.begin(), a.end());
       }
       const int64_t act_row_bytes = static_cast<int64_t>(act.size()) / kQuantTileTokens;

@@ -12,6 +12,7 @@
 #include "core/mmap_file.h"
 #include "core/thread_pool.h"
 #include "quant/i2s.h"
+#include "quant/q6_k.h"
 #include "quant/quant.h"
 #include "quant/tq2_0.h"
 
@@ -353,7 +354,7 @@ void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w) {
 
 // The owned copy of a Q6_K weight in lane order, block by block in place.
 void to_q6_K_lanes(CpuWeight& w, ThreadPool* pool) {
-  constexpr int64_t kBlockBytes = 210;
+  constexpr int64_t kBlockBytes = quant::kQ6_KBlockBytes;
   const int64_t n_blocks = static_cast<int64_t>(w.owned.size()) / kBlockBytes;
   uint8_t* bytes = w.owned.data();
   const auto permute = [&](int64_t b0, int64_t b1) {
