@@ -19,14 +19,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/kernels_avx2.h"
 #include "backends/cpu/kernels_avx512_reduce.h"
 #include "backends/cpu/kernels_avx512vnni.h"
 #include "backends/cpu/kernels_ternary_driver.h"
-#include "core/cpu_features.h"
 
 namespace bitnet::cpu::avx512vnni {
 
@@ -851,23 +849,7 @@ void t5_gemm(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t 
   }
 }
 
-// T5Decode as an int, -1 until first asked.
-std::atomic<int> g_t5_decode{-1};
-
 }  // namespace
-
-T5Decode t5_decode() {
-  int d = g_t5_decode.load(std::memory_order_relaxed);
-  if (d < 0) {
-    const CpuFeatures f = detect_cpu_features();
-    d = static_cast<int>(f.amd && f.family >= 0x1a ? T5Decode::kCompare : T5Decode::kAverage);
-    int unset = -1;
-    if (!g_t5_decode.compare_exchange_strong(unset, d, std::memory_order_relaxed)) d = unset;
-  }
-  return static_cast<T5Decode>(d);
-}
-
-void set_t5_decode(T5Decode d) { g_t5_decode.store(static_cast<int>(d), std::memory_order_relaxed); }
 
 void matmul_ternary(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   if (w.ternary.layout != TernaryLayout::k5Trit) return ternary_matmul<W2A8>(w, x, y, r0, r1);

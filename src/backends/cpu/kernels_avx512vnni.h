@@ -1,5 +1,4 @@
-// AVX-512 VNNI set: the choices it makes by microarchitecture (kernels_avx512vnni.cpp,
-// kernels_avx512vnni_qdot.cpp).
+// AVX-512 VNNI set: the choices it makes by microarchitecture (kernels_avx512vnni_choices.cpp).
 #pragma once
 
 #include "backends/cpu/weights.h"

@@ -15,7 +15,6 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -636,21 +635,7 @@ float dot_q6_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   return _mm_cvtss_f32(acc);
 }
 
-std::atomic<int> g_row_prefetch{-1};  // RowPrefetch as an int, -1 until first asked
-
 }  // namespace
-
-RowPrefetch row_prefetch() {
-  int p = g_row_prefetch.load(std::memory_order_relaxed);
-  if (p < 0) {
-    p = static_cast<int>(row_prefetch_for(detect_cpu_features()));
-    int unset = -1;
-    if (!g_row_prefetch.compare_exchange_strong(unset, p, std::memory_order_relaxed)) p = unset;
-  }
-  return static_cast<RowPrefetch>(p);
-}
-
-void set_row_prefetch(RowPrefetch p) { g_row_prefetch.store(static_cast<int>(p), std::memory_order_relaxed); }
 
 QuantDotFn q6_K_lanes_dot() { return row_prefetch() == RowPrefetch::kL2 ? dot_q6_K<2, true> : dot_q6_K<3, true>; }
 
