@@ -309,6 +309,8 @@ void register_set(const KernelSet* set) {
     }
     benchmark::RegisterBenchmark(fmt::format("gemv_q6_K_lanes/{}/256x2560/threads:1", name).c_str(), bench_quant_tile, set,
                                  GgmlType::kQ6_K, Shape{256, 2560}, int64_t{1}, 1, true)->UseRealTime();
+    benchmark::RegisterBenchmark(fmt::format("gemm_q6_K_lanes/{}/2048x2560/tokens:8/threads:1", name).c_str(), bench_quant_tile, set,
+                                 GgmlType::kQ6_K, Shape{2048, 2560}, int64_t{8}, 1, true)->UseRealTime();
     benchmark::RegisterBenchmark(fmt::format("gemm_q6_K_lanes/{}/{}x{}/tokens:8/threads:2", name, kHeadShape.n_rows, kHeadShape.n_cols).c_str(),
                                  bench_quant_tile, set, GgmlType::kQ6_K, kHeadShape, int64_t{8}, 2, true)->UseRealTime();
   }

@@ -391,9 +391,9 @@ void tile_of(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, c
 // their sub-block's scale; one more adds -32 sc_g bsum_g for the 16 sub-blocks (codes are q +
 // 32). (A vpdpwssd per vector, each sum against its scale and 0, was 5-12% slower in cache on
 // Zen 4: two more VNNI instructions and two more permutes per block.) The
-// tile arranges the block otherwise (below), then sums the 8 tokens' vectors in one
-// transpose-and-add (lane_sums8) and converts, multiplies and adds them in one instruction
-// each, where folding and converting each token's vector by itself cost 6 instructions per
+// tile arranges the block otherwise (below), then sums the 8 tokens' vectors (of two rows)
+// in one transpose-and-add (fold_pair, finish_sums: lane_sums8's steps) and converts,
+// multiplies and adds them in one instruction each, where folding and converting each token's vector by itself cost 6 instructions per
 // token and block.
 //
 // Decode: ql[64h .. 64h+63] holds the low nibbles of elements 128h .. +63 and the high nibbles
@@ -522,62 +522,139 @@ const Q6_KTileAct* q6_K_tile_acts(const uint8_t* act, int64_t as, int n_act, int
   return scratch.data();
 }
 
-// N (1 .. 8) tokens against one weight row; acts[j * n_blocks + b]: token j's block b;
-// act_d[8b + j]: token j's Q8_K d of block b (0 past N). kLanes: the row in lane order, whose
-// unpacked vectors and scales already have sub-block p in lane p (no transpose, no permute).
-template <int N, int Locality, bool kLanes>
-void tile_q6_K(int64_t n, const uint8_t* w, const Q6_KTileAct* acts, const float* act_d, float* out) {
-  const Q6_KUnpacker unpack;
-  const __m512i lanes = q6_K_lane_sub_blocks();
-  const int64_t n_blocks = n / 256;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* blk = w + b * 210;
-    prefetch_q6_K_ahead<Locality>(blk);  // a batched decode step streams the head from memory
-    const Q6_KBlock wb = unpack(blk);
-    __m512i u[4];
-    __m512i scale = _mm512_cvtepi8_epi32(load128(blk + 192));
-    if constexpr (kLanes) {
-      for (int i = 0; i < 4; ++i) u[i] = wb.u[i];
-    } else {
-      transpose_dwords4(wb.u, u);
-      scale = _mm512_permutexvar_epi32(lanes, scale);
-    }
-    __m512i isum[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      if (j < N) {
-        const Q6_KTileAct& a = acts[j * n_blocks + b];
-        __m512i s = a.start;
-        for (int i = 0; i < 4; ++i) s = _mm512_dpbusd_epi32(s, u[i], a.q[i]);
-        isum[j] = _mm512_mullo_epi32(s, scale);
+// One block of R (1 or 2) rows unpacked for the tile: codes and scales with sub-block p in lane p.
+template <int R, bool kLanes>
+struct Q6_KTileRows {
+  __m512i u[R][4];
+  __m512i scale[R];
+  float d[R];
+  [[gnu::always_inline]] Q6_KTileRows(const Q6_KUnpacker& unpack, const uint8_t* const blk[R]) {
+    for (int r = 0; r < R; ++r) {
+      const Q6_KBlock wb = unpack(blk[r]);
+      scale[r] = _mm512_cvtepi8_epi32(load128(blk[r] + 192));
+      if constexpr (kLanes) {
+        for (int i = 0; i < 4; ++i) u[r][i] = wb.u[i];
       } else {
-        isum[j] = _mm512_setzero_si512();
+        transpose_dwords4(wb.u, u[r]);
+        scale[r] = _mm512_permutexvar_epi32(q6_K_lane_sub_blocks(), scale[r]);
       }
+      d[r] = wb.d;
     }
-    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(wb.d), _mm256_loadu_ps(act_d + 8 * b));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(isum)), d, acc);
   }
-  alignas(32) float lanes_out[8];
-  _mm256_store_ps(lanes_out, acc);
-  for (int j = 0; j < N; ++j) out[j] = lanes_out[j];
+};
+
+// lo in the low 256 bits, hi in the high.
+[[gnu::always_inline]] inline __m512 halves(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
+// Two tokens' vectors folded into one: lanes 4c and 4c + 2 hold partial sums of v0's 128-bit
+// chunk c, lanes 4c + 1 and 4c + 3 of v1's (lane_sums8's first level, taken per pair of tokens
+// so that no more than 4 vectors per row wait for the rest).
+[[gnu::always_inline]] inline __m512i fold_pair(__m512i v0, __m512i v1) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+}
+
+// lane_sums8's steps after fold_pair, for R rows: lanes 8r + j of the result hold row r's
+// sum for token j (R = 1: lanes 0..7, the rest 0).
+template <int R>
+[[gnu::always_inline]] inline __m512i finish_sums(const __m512i a[R][4]) {
+  __m512i c[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int r = 0; r < R; ++r) {
+    __m512i b[2];
+    for (int i = 0; i < 2; ++i) {
+      b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[r][2 * i], a[r][2 * i + 1]), _mm512_unpackhi_epi64(a[r][2 * i], a[r][2 * i + 1]));
+    }
+    // 128-bit chunk q of c[r]: (chunk 0 + 1 of tokens 0-3, 2 + 3 of 0-3, 0 + 1 of 4-7, ...).
+    c[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// N (1 .. 8) tokens against R (1 or 2) weight rows (w[r]); acts[j * n_blocks + b]: token j's
+// block b; act_d[8b + j]: token j's Q8_K d of block b (0 past N). kLanes: the rows in lane
+// order, whose unpacked vectors and scales already have sub-block p in lane p (no transpose,
+// no permute). out[8r + j]: row r, token j. Two rows share each activation load,
+// and a token's 4 vpdpbusd per row run as two chains of 2. Zen 4, bench_cpu_kernels
+// gemm_q6_K_lanes, 8 tokens, builds alternating: 2048x2560 on one thread 117.5-119.0 ->
+// 122.3-123.1 GMAC/s, the head's 128256x2560 on two 221-224 -> 230-233; either change alone
+// was no faster (one chain of 4, two rows: 113; two chains, one row: 113-115).
+template <int N, int R, int Locality, bool kLanes>
+void tile_q6_K(int64_t n, const uint8_t* const w[R], const Q6_KTileAct* acts, const float* act_d, float* out) {
+  const Q6_KUnpacker unpack;
+  const int64_t n_blocks = n / 256;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk[R];
+    for (int r = 0; r < R; ++r) {
+      blk[r] = w[r] + b * 210;
+      prefetch_q6_K_ahead<Locality>(blk[r]);  // a batched decode step streams the head from memory
+    }
+    const Q6_KTileRows<R, kLanes> rows(unpack, blk);
+    __m512i folded[R][4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m512i isum[R][2];
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * k + h;
+        if (j < N) {
+          const Q6_KTileAct& a = acts[j * n_blocks + b];
+          __m512i s[R], t[R];
+          for (int r = 0; r < R; ++r) s[r] = a.start, t[r] = _mm512_setzero_si512();
+          for (int i = 0; i < 4; ++i) {
+            __m512i q = a.q[i];
+            asm("" : "+v"(q));  // one load for both rows, not one per vpdpbusd (kernels_avx512vnni.cpp's load_once)
+            for (int r = 0; r < R; ++r) {
+              if (i < 2) s[r] = _mm512_dpbusd_epi32(s[r], rows.u[r][i], q);
+              else t[r] = _mm512_dpbusd_epi32(t[r], rows.u[r][i], q);
+            }
+          }
+          for (int r = 0; r < R; ++r) isum[r][h] = _mm512_mullo_epi32(_mm512_add_epi32(s[r], t[r]), rows.scale[r]);
+        } else {
+          for (int r = 0; r < R; ++r) isum[r][h] = _mm512_setzero_si512();
+        }
+      }
+      for (int r = 0; r < R; ++r) folded[r][k] = fold_pair(isum[r][0], isum[r][1]);
+    }
+    const __m512 da = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(act_d + 8 * b))));
+    const __m512 dw = R == 1 ? _mm512_set1_ps(rows.d[0]) : halves(_mm256_set1_ps(rows.d[0]), _mm256_set1_ps(rows.d[R - 1]));
+    const __m512 d = _mm512_mul_ps(dw, da);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(finish_sums<R>(folded)), d, acc);
+  }
+  alignas(64) float lanes_out[16];
+  _mm512_store_ps(lanes_out, acc);
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < N; ++j) out[8 * r + j] = lanes_out[8 * r + j];
+  }
 }
 
 // The QuantTileFn (kLanes: of lane-order Q6_K, q6_K_lanes.h): the tokens' blocks laid out and
-// their Q8_K d gathered once per call, then row after row, the tokens in runs of 8.
+// their Q8_K d gathered once per call, then rows two at a time, the tokens in runs of 8.
 template <int Locality, bool kLanes>
 void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
                     int64_t act_row_bytes, int n_act, float* y, int64_t y_stride) {
-  using Tile = void (*)(int64_t, const uint8_t*, const Q6_KTileAct*, const float*, float*);
-  static constexpr Tile kTiles[9] = {nullptr,
-                                     tile_q6_K<1, Locality, kLanes>,
-                                     tile_q6_K<2, Locality, kLanes>,
-                                     tile_q6_K<3, Locality, kLanes>,
-                                     tile_q6_K<4, Locality, kLanes>,
-                                     tile_q6_K<5, Locality, kLanes>,
-                                     tile_q6_K<6, Locality, kLanes>,
-                                     tile_q6_K<7, Locality, kLanes>,
-                                     tile_q6_K<8, Locality, kLanes>};
+  using Tile1 = void (*)(int64_t, const uint8_t* const[1], const Q6_KTileAct*, const float*, float*);
+  using Tile2 = void (*)(int64_t, const uint8_t* const[2], const Q6_KTileAct*, const float*, float*);
+  static constexpr Tile1 kTiles1[9] = {nullptr,
+                                       tile_q6_K<1, 1, Locality, kLanes>,
+                                       tile_q6_K<2, 1, Locality, kLanes>,
+                                       tile_q6_K<3, 1, Locality, kLanes>,
+                                       tile_q6_K<4, 1, Locality, kLanes>,
+                                       tile_q6_K<5, 1, Locality, kLanes>,
+                                       tile_q6_K<6, 1, Locality, kLanes>,
+                                       tile_q6_K<7, 1, Locality, kLanes>,
+                                       tile_q6_K<8, 1, Locality, kLanes>};
+  static constexpr Tile2 kTiles2[9] = {nullptr,
+                                       tile_q6_K<1, 2, Locality, kLanes>,
+                                       tile_q6_K<2, 2, Locality, kLanes>,
+                                       tile_q6_K<3, 2, Locality, kLanes>,
+                                       tile_q6_K<4, 2, Locality, kLanes>,
+                                       tile_q6_K<5, 2, Locality, kLanes>,
+                                       tile_q6_K<6, 2, Locality, kLanes>,
+                                       tile_q6_K<7, 2, Locality, kLanes>,
+                                       tile_q6_K<8, 2, Locality, kLanes>};
   const int64_t n_blocks = n / 256;
   const int n_runs = (n_act + 7) / 8;
   thread_local std::vector<float> act_d;  // grows to the largest call, then stays: no allocation per call
@@ -591,13 +668,21 @@ void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_
     }
   }
   const Q6_KTileAct* acts = q6_K_tile_acts<kLanes>(act, act_row_bytes, n_act, n_blocks);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const uint8_t* row = w + r * w_row_bytes;
+  const int n_r_step = 2;
+  for (int64_t r = 0; r < n_rows; r += n_r_step) {
+    const int n_r = r + 1 < n_rows ? 2 : 1;
+    const uint8_t* rows[2] = {w + r * w_row_bytes, w + (r + n_r - 1) * w_row_bytes};
     for (int c = 0; c < n_runs; ++c) {
       const int m = std::min(8, n_act - 8 * c);
-      float out[8];
-      kTiles[m](n, row, acts + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
-      for (int j = 0; j < m; ++j) y[(8 * c + j) * y_stride + r] = out[j];
+      float out[16];
+      if (n_r == 2) {
+        kTiles2[m](n, rows, acts + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
+      } else {
+        kTiles1[m](n, rows, acts + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
+      }
+      for (int i = 0; i < n_r; ++i) {
+        for (int j = 0; j < m; ++j) y[(8 * c + j) * y_stride + r + i] = out[8 * i + j];
+      }
     }
   }
 }
