@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -59,9 +60,9 @@ const std::vector<uint8_t>& file_bytes(GgmlType type, Shape s) {
   return bytes;
 }
 
-CpuWeight weight(const KernelSet& set, GgmlType type, Shape s) {
+CpuWeight weight(const KernelSet& set, GgmlType type, Shape s, std::optional<TernaryLayout> layout = std::nullopt) {
   const hal::WeightDesc d{"w", type, {s.n_cols, s.n_rows, 1, 1}, file_bytes(type, s)};
-  auto w = prepare_weight(d, set.ternary_rows_per_group, nullptr, set.ternary_layout);
+  auto w = prepare_weight(d, set.ternary_rows_per_group, nullptr, layout.value_or(set.ternary_layout));
   return std::move(*w);
 }
 
@@ -88,10 +89,10 @@ void set_counters(benchmark::State& state, double weight_bytes, double macs) {
 
 // The W2A8 matmul of n_tokens against `copies` weights of shape s used in turn: one stays in
 // cache; 16 of 6912x2560 (70 MB) come from memory, as in a decode step of several sequences.
-void bench_ternary(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens,
-                   int n_threads, int copies) {
+void bench_ternary_in(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens,
+                      int n_threads, int copies, TernaryLayout layout) {
   std::vector<CpuWeight> ws;
-  for (int i = 0; i < copies; ++i) ws.push_back(weight(*set, type, s));
+  for (int i = 0; i < copies; ++i) ws.push_back(weight(*set, type, s, layout));
   const auto x = activations(n_tokens * s.n_cols, 2);
   Q8Buffer q8;
   q8.resize(n_tokens, s.n_cols);
@@ -108,6 +109,12 @@ void bench_ternary(benchmark::State& state, const KernelSet* set, GgmlType type,
   }
   set_counters(state, static_cast<double>(ws[0].ternary.packed.size()),
                static_cast<double>(s.n_rows * s.n_cols * n_tokens));
+}
+
+// bench_ternary_in in the set's own layout.
+void bench_ternary(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens,
+                   int n_threads, int copies) {
+  bench_ternary_in(state, set, type, s, n_tokens, n_threads, copies, set->ternary_layout);
 }
 
 void bench_float(benchmark::State& state, const KernelSet* set, GgmlType type, Shape s, int64_t n_tokens, int n_threads) {
@@ -263,6 +270,14 @@ void register_set(const KernelSet* set) {
   for (int threads : {1, 2}) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, threads, 16)->UseRealTime();
+  }
+  // Decode in the 2-bit layout where the set's own is another (one Zen 4 thread reads 2 bits,
+  // ternary_layout_for_threads): in L3, and streamed (6 copies, 53 MB).
+  if (set->ternary_layout != TernaryLayout::k2Bit) {
+    benchmark::RegisterBenchmark(fmt::format("gemv_w2a8_2bit/{}/6912x2560/threads:1", name).c_str(), bench_ternary_in, set,
+                                 GgmlType::kI2_S, Shape{6912, 2560}, int64_t{1}, 1, 1, TernaryLayout::k2Bit)->UseRealTime();
+    benchmark::RegisterBenchmark(fmt::format("gemv_w2a8_2bit_streamed/{}/13824x2560/threads:1", name).c_str(), bench_ternary_in,
+                                 set, GgmlType::kI2_S, Shape{13824, 2560}, int64_t{1}, 1, 6, TernaryLayout::k2Bit)->UseRealTime();
   }
   // Decode of one sequence, and steps of 2 and 4 (two rows per pass; 8 tokens take one).
   for (int64_t n_tokens : {1, 2, 4}) {

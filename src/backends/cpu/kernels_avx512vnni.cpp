@@ -48,12 +48,27 @@ __m512i field(__m512i v, int k) {
   return _mm512_and_si512(_mm512_srli_epi16(v, static_cast<unsigned>(6 - 2 * k)), _mm512_set1_epi8(3));
 }
 
-// dot[k] += code * q over field k of one group of two adjacent rows, a[k]: columns 32k .. 32k+31
-// in both halves. One accumulator per field: vpdpbusd's latency would otherwise bound decode
-// (4 dependent products per group), not the memory it streams from.
+// Field k of 64 code bytes left where it lies: code * 4^(3-k), the other fields' bits cleared.
+// One vpandd where field() takes a shift as well.
+__m512i field_in_place(__m512i v, int k) { return _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(3 << (6 - 2 * k)))); }
+
+// dot[k] += 4^(3-k) * code * q over field k of one group of two adjacent rows (field_in_place),
+// a[k]: columns 32k .. 32k+31 in both halves; fields_sum takes the factors out, exactly. One
+// accumulator per field: vpdpbusd's latency would otherwise bound decode (4 dependent products
+// per group), not the memory it streams from. Per 64 code bytes 4 vpdpbusd and 4 vpandd, where
+// shifting each field down first took 7 byte operations: on Zen 4 those ran on the two pipes
+// beside vpdpbusd's at one 512-bit operation per cycle, and bounded one thread's decode
+// (docs/performance.md, 2026-11-29 13:00).
 void add_group_dot(__m512i dot[4], const uint8_t* codes, const __m512i a[4]) {
   const __m512i v = _mm512_loadu_si512(codes);
-  for (int k = 0; k < 4; ++k) dot[k] = _mm512_dpbusd_epi32(dot[k], field(v, k), a[k]);
+  for (int k = 0; k < 4; ++k) dot[k] = _mm512_dpbusd_epi32(dot[k], field_in_place(v, k), a[k]);
+}
+
+// The exact sum of add_group_dot's 4 accumulators: field k's is a multiple of 4^(3-k) (codes
+// up to 3 and |q| <= 128 keep every lane within int32 for rows of up to 2^21 columns).
+__m512i fields_sum(const __m512i dot[4]) {
+  return _mm512_add_epi32(_mm512_add_epi32(_mm512_srai_epi32(dot[0], 6), _mm512_srai_epi32(dot[1], 4)),
+                          _mm512_add_epi32(_mm512_srai_epi32(dot[2], 2), dot[3]));
 }
 
 // Decode: token t, the 4 rows of row group rg; the float update as the scalar twin, lane by lane.
@@ -77,10 +92,8 @@ __m128 row_group(const CpuWeight& w, const TernaryShape& sh, const Q8Rows& x, in
       add_group_dot(dot01, group, a);
       add_group_dot(dot23, group + 2 * kGroupBytes, a);
     }
-    const __m512i sum01 = _mm512_add_epi32(_mm512_add_epi32(dot01[0], dot01[1]),
-                                           _mm512_add_epi32(dot01[2], dot01[3]));
-    const __m512i sum23 = _mm512_add_epi32(_mm512_add_epi32(dot23[0], dot23[1]),
-                                           _mm512_add_epi32(dot23[2], dot23[3]));
+    const __m512i sum01 = fields_sum(dot01);
+    const __m512i sum23 = fields_sum(dot23);
     const __m256i dot[kRows] = {_mm512_castsi512_si256(sum01), _mm512_extracti64x4_epi64(sum01, 1),
                                 _mm512_castsi512_si256(sum23), _mm512_extracti64x4_epi64(sum23, 1)};
     const __m128i act_sum = _mm_set1_epi32(x.block_sum(t, g0, g1));
