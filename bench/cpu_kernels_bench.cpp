@@ -271,11 +271,19 @@ void register_set(const KernelSet* set) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, threads, 16)->UseRealTime();
   }
-  // Decode in the 2-bit layout where the set's own is another (one Zen 4 thread reads 2 bits,
-  // ternary_layout_for_threads): in L3, and streamed (6 copies, 53 MB).
+  // Decode and batched steps in the 2-bit layout where the set's own is another (one Zen 4
+  // thread reads 2 bits, ternary_layout_for_threads); decode in L3 and streamed (6 copies, 53 MB).
   if (set->ternary_layout != TernaryLayout::k2Bit) {
     benchmark::RegisterBenchmark(fmt::format("gemv_w2a8_2bit/{}/6912x2560/threads:1", name).c_str(), bench_ternary_in, set,
                                  GgmlType::kI2_S, Shape{6912, 2560}, int64_t{1}, 1, 1, TernaryLayout::k2Bit)->UseRealTime();
+    // The 2-bit tiles of a batched decode step (8 sequences): in L2, and streamed.
+    benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_2bit/{}/256x2560/tokens:8", name).c_str(), bench_ternary_in, set,
+                                 GgmlType::kI2_S, Shape{256, 2560}, int64_t{8}, 1, 1, TernaryLayout::k2Bit)->UseRealTime();
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_2bit_streamed/{}/6912x2560/tokens:8/threads:{}", name, threads).c_str(),
+                                   bench_ternary_in, set, GgmlType::kI2_S, Shape{6912, 2560}, int64_t{8}, threads, 16,
+                                   TernaryLayout::k2Bit)->UseRealTime();
+    }
     benchmark::RegisterBenchmark(fmt::format("gemv_w2a8_2bit_streamed/{}/13824x2560/threads:1", name).c_str(), bench_ternary_in,
                                  set, GgmlType::kI2_S, Shape{13824, 2560}, int64_t{1}, 1, 6, TernaryLayout::k2Bit)->UseRealTime();
   }
