@@ -630,31 +630,26 @@ void tile_q6_K(int64_t n, const uint8_t* const w[R], const Q6_KTileAct* acts, co
   }
 }
 
+// tile_q6_K of R rows by token count (1 .. 8; 0: none).
+template <int R, int Locality, bool kLanes>
+struct Q6_KTiles {
+  using Fn = void (*)(int64_t, const uint8_t* const[R], const Q6_KTileAct*, const float*, float*);
+  static constexpr Fn kFor[9] = {nullptr,
+                                 tile_q6_K<1, R, Locality, kLanes>,
+                                 tile_q6_K<2, R, Locality, kLanes>,
+                                 tile_q6_K<3, R, Locality, kLanes>,
+                                 tile_q6_K<4, R, Locality, kLanes>,
+                                 tile_q6_K<5, R, Locality, kLanes>,
+                                 tile_q6_K<6, R, Locality, kLanes>,
+                                 tile_q6_K<7, R, Locality, kLanes>,
+                                 tile_q6_K<8, R, Locality, kLanes>};
+};
+
 // The QuantTileFn (kLanes: of lane-order Q6_K, q6_K_lanes.h): the tokens' blocks laid out and
 // their Q8_K d gathered once per call, then rows two at a time, the tokens in runs of 8.
 template <int Locality, bool kLanes>
 void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, const uint8_t* act,
                     int64_t act_row_bytes, int n_act, float* y, int64_t y_stride) {
-  using Tile1 = void (*)(int64_t, const uint8_t* const[1], const Q6_KTileAct*, const float*, float*);
-  using Tile2 = void (*)(int64_t, const uint8_t* const[2], const Q6_KTileAct*, const float*, float*);
-  static constexpr Tile1 kTiles1[9] = {nullptr,
-                                       tile_q6_K<1, 1, Locality, kLanes>,
-                                       tile_q6_K<2, 1, Locality, kLanes>,
-                                       tile_q6_K<3, 1, Locality, kLanes>,
-                                       tile_q6_K<4, 1, Locality, kLanes>,
-                                       tile_q6_K<5, 1, Locality, kLanes>,
-                                       tile_q6_K<6, 1, Locality, kLanes>,
-                                       tile_q6_K<7, 1, Locality, kLanes>,
-                                       tile_q6_K<8, 1, Locality, kLanes>};
-  static constexpr Tile2 kTiles2[9] = {nullptr,
-                                       tile_q6_K<1, 2, Locality, kLanes>,
-                                       tile_q6_K<2, 2, Locality, kLanes>,
-                                       tile_q6_K<3, 2, Locality, kLanes>,
-                                       tile_q6_K<4, 2, Locality, kLanes>,
-                                       tile_q6_K<5, 2, Locality, kLanes>,
-                                       tile_q6_K<6, 2, Locality, kLanes>,
-                                       tile_q6_K<7, 2, Locality, kLanes>,
-                                       tile_q6_K<8, 2, Locality, kLanes>};
   const int64_t n_blocks = n / 256;
   const int n_runs = (n_act + 7) / 8;
   thread_local std::vector<float> act_d;  // grows to the largest call, then stays: no allocation per call
@@ -676,9 +671,9 @@ void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_
       const int m = std::min(8, n_act - 8 * c);
       float out[16];
       if (n_r == 2) {
-        kTiles2[m](n, rows, acts + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
+        Q6_KTiles<2, Locality, kLanes>::kFor[m](n, rows, acts + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
       } else {
-        kTiles1[m](n, rows, acts + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
+        Q6_KTiles<1, Locality, kLanes>::kFor[m](n, rows, acts + 8 * c * n_blocks, act_d.data() + c * n_blocks * 8, out);
       }
       for (int i = 0; i < n_r; ++i) {
         for (int j = 0; j < m; ++j) y[(8 * c + j) * y_stride + r + i] = out[8 * i + j];
