@@ -292,11 +292,9 @@ TEST_P(BackendOnSet, LayerMatchesTheScalarBackend) {
     for (const char* kernel : {"act_quant_i8_", "matmul_f16_", "attention_f32_", "rope_neox_"}) {
       EXPECT_NE(std::find(names.begin(), names.end(), kernel + GetParam()), names.end()) << kernel << GetParam();
     }
-    // The W2A8 matmul is named with the ternary layout it read: "t5" for 5 codes per byte (the
-    // set's own, or its choice for this CPU and the backend's 2 threads).
+    // The W2A8 matmul is named with the ternary layout it read: "t5" for 5 codes per byte.
     const KernelSet* set = *select_kernel_set(GetParam(), detect_cpu_features());
-    const TernaryLayout layout = set->ternary_layout_for_threads != nullptr ? set->ternary_layout_for_threads(2) : set->ternary_layout;
-    const std::string w2a8 = layout == TernaryLayout::k5Trit ? "matmul_w2a8_t5_" : "matmul_w2a8_";
+    const std::string w2a8 = set->ternary_layout == TernaryLayout::k5Trit ? "matmul_w2a8_t5_" : "matmul_w2a8_";
     EXPECT_NE(std::find(names.begin(), names.end(), w2a8 + GetParam()), names.end()) << w2a8 << GetParam();
     EXPECT_GT(backend->stats().weight_bytes, 0u);
     // Each weight's bytes as this set reads them: the file's for float weights, the repack's for

@@ -22,12 +22,9 @@ void set_t5_decode(T5Decode d);
 // The ternary layout for a backend of n_threads on CPU f. T5 (1.6 bits per weight) decodes a
 // position with two vpdpbusd per 64 weights, the 2-bit layout with one: on Zen 4 (AMD family
 // 19h), which runs a 512-bit vpdpbusd as two 256-bit halves, one core decodes T5 at 19-20 GB/s
-// of codes while it reads 26-34 GB/s, so one or two threads take the 2-bit layout: a lone thread
-// decodes 2B-4T 15-35% faster; two threads, alternating token by token against T5 in one
-// process, took 0.99-1.02 of T5's time where the host read 36-38 GB/s and 0.83-0.94 where it
-// read 65-69, with batched steps and prompts as fast (docs/performance.md). More threads share
-// the bandwidth, where T5's fewer bytes count; Zen 5, with whole 512-bit VNNI pipes, is faster
-// in T5 at every count. k5Trit everywhere else.
+// while it reads 26-33 GB/s, so a lone thread decodes 2B-4T 15-35% faster in the 2-bit layout;
+// from two threads on (sharing the bandwidth), and on Zen 5 at every count, T5 is faster
+// (docs/performance.md). k5Trit everywhere else.
 TernaryLayout ternary_layout_for(const CpuFeatures& f, int n_threads);
 // ternary_layout_for this CPU (KernelSet::ternary_layout_for_threads).
 TernaryLayout ternary_layout_for_threads(int n_threads);

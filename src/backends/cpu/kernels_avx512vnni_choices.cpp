@@ -45,7 +45,7 @@ RowPrefetch row_prefetch() { return g_row_prefetch.get(); }
 void set_row_prefetch(RowPrefetch p) { g_row_prefetch.set(p); }
 
 TernaryLayout ternary_layout_for(const CpuFeatures& f, int n_threads) {
-  return f.amd && f.family == 0x19 && n_threads <= 2 ? TernaryLayout::k2Bit : TernaryLayout::k5Trit;
+  return f.amd && f.family == 0x19 && n_threads == 1 ? TernaryLayout::k2Bit : TernaryLayout::k5Trit;
 }
 
 TernaryLayout ternary_layout_for_threads(int n_threads) { return ternary_layout_for(detect_cpu_features(), n_threads); }
