@@ -393,8 +393,8 @@ void tile_of(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_rows, c
 // Zen 4: two more VNNI instructions and two more permutes per block.) The
 // tile arranges the block otherwise (below), then sums the 8 tokens' vectors (of two rows)
 // in one transpose-and-add (fold_pair, finish_sums: lane_sums8's steps) and converts,
-// multiplies and adds them in one instruction each, where folding and converting each token's vector by itself cost 6 instructions per
-// token and block.
+// multiplies and adds them in one instruction each, where folding and converting each
+// token's vector by itself cost 6 instructions per token and block.
 //
 // Decode: ql[64h .. 64h+63] holds the low nibbles of elements 128h .. +63 and the high nibbles
 // of 128h + 64 .. +127, both in order; the high bit pairs of element 128h + 32k + l are bits
@@ -548,29 +548,13 @@ struct Q6_KTileRows {
   return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
 }
 
-// Two tokens' vectors folded into one: lanes 4c and 4c + 2 hold partial sums of v0's 128-bit
-// chunk c, lanes 4c + 1 and 4c + 3 of v1's (lane_sums8's first level, taken per pair of tokens
-// so that no more than 4 vectors per row wait for the rest).
-[[gnu::always_inline]] inline __m512i fold_pair(__m512i v0, __m512i v1) {
-  return _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
-}
-
-// lane_sums8's steps after fold_pair, for R rows: lanes 8r + j of the result hold row r's
-// sum for token j (R = 1: lanes 0..7, the rest 0).
+// lane_sums8's steps after fold_pair (a[r][k]: row r, tokens 2k and 2k + 1), for R rows:
+// lanes 8r + j of the result hold row r's sum for token j (R = 1: lanes 0..7, the rest 0).
 template <int R>
 [[gnu::always_inline]] inline __m512i finish_sums(const __m512i a[R][4]) {
   __m512i c[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-  for (int r = 0; r < R; ++r) {
-    __m512i b[2];
-    for (int i = 0; i < 2; ++i) {
-      b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[r][2 * i], a[r][2 * i + 1]), _mm512_unpackhi_epi64(a[r][2 * i], a[r][2 * i + 1]));
-    }
-    // 128-bit chunk q of c[r]: (chunk 0 + 1 of tokens 0-3, 2 + 3 of 0-3, 0 + 1 of 4-7, ...).
-    c[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_i32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_i32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int r = 0; r < R; ++r) c[r] = fold_chunks(fold_pairs(a[r][0], a[r][1]), fold_pairs(a[r][2], a[r][3]));
+  return fold_chunks(c[0], c[1]);
 }
 
 // N (1 .. 8) tokens against R (1 or 2) weight rows (w[r]); acts[j * n_blocks + b]: token j's
@@ -663,8 +647,7 @@ void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_
     }
   }
   const Q6_KTileAct* acts = q6_K_tile_acts<kLanes>(act, act_row_bytes, n_act, n_blocks);
-  const int n_r_step = 2;
-  for (int64_t r = 0; r < n_rows; r += n_r_step) {
+  for (int64_t r = 0; r < n_rows; r += 2) {
     const int n_r = r + 1 < n_rows ? 2 : 1;
     const uint8_t* rows[2] = {w + r * w_row_bytes, w + (r + n_r - 1) * w_row_bytes};
     for (int c = 0; c < n_runs; ++c) {

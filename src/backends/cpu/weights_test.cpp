@@ -19,13 +19,13 @@ namespace bitnet::cpu {
 namespace {
 
 // A mapped file and its bytes (F16 rows of bytes that differ from page to page, or Q6_K rows).
-struct F16File {
+struct MappedBytes {
   std::vector<uint8_t> bytes;
   MappedFile map;
 };
 
 // f.bytes written to a temporary file `name`, mapped as f.map.
-void write_and_map(const char* name, F16File& f) {
+void write_and_map(const char* name, MappedBytes& f) {
   const auto path = test::process_temp_dir("bitnet_weights_test_") / name;
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.bytes.data()),
                                                static_cast<std::streamsize>(f.bytes.size()));
@@ -34,15 +34,15 @@ void write_and_map(const char* name, F16File& f) {
   f.map = std::move(*map);
 }
 
-F16File write_f16(const char* name, int64_t n_cols, int64_t n_rows) {
-  F16File f;
+MappedBytes write_f16(const char* name, int64_t n_cols, int64_t n_rows) {
+  MappedBytes f;
   f.bytes.resize(static_cast<size_t>(n_cols * n_rows * 2));
   for (size_t i = 0; i < f.bytes.size(); ++i) f.bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
   write_and_map(name, f);
   return f;
 }
 
-hal::WeightDesc desc(const F16File& f, int64_t n_cols, int64_t n_rows) {
+hal::WeightDesc desc(const MappedBytes& f, int64_t n_cols, int64_t n_rows) {
   hal::WeightDesc d;
   d.name = "head";
   d.type = GgmlType::kF16;
@@ -54,7 +54,7 @@ hal::WeightDesc desc(const F16File& f, int64_t n_cols, int64_t n_rows) {
 
 TEST(FloatWeights, LargeFileBackedWeightsAreCopiedIntact) {
   const int64_t n_cols = 1280, n_rows = 2048;  // 5 MB: above kHugeBlockBytes
-  const F16File f = write_f16("large.bin", n_cols, n_rows);
+  const MappedBytes f = write_f16("large.bin", n_cols, n_rows);
   auto w = prepare_weight(desc(f, n_cols, n_rows));
   ASSERT_TRUE(w.ok()) << w.status().message();
   ASSERT_EQ(w->owned.size(), f.bytes.size());
@@ -88,7 +88,7 @@ TEST(FloatWeights, LargeWeightsInOrdinaryMemoryAreReadInPlace) {
 
 TEST(FloatWeights, SmallWeightsStayMapped) {
   const int64_t n_cols = 256, n_rows = 64;
-  const F16File f = write_f16("small.bin", n_cols, n_rows);
+  const MappedBytes f = write_f16("small.bin", n_cols, n_rows);
   auto w = prepare_weight(desc(f, n_cols, n_rows));
   ASSERT_TRUE(w.ok()) << w.status().message();
   EXPECT_TRUE(w->owned.empty());
@@ -97,8 +97,8 @@ TEST(FloatWeights, SmallWeightsStayMapped) {
 }
 
 // A mapped file of Q6_K rows quantized from random values.
-F16File write_q6_K(const char* name, int64_t n_cols, int64_t n_rows) {
-  F16File f;
+MappedBytes write_q6_K(const char* name, int64_t n_cols, int64_t n_rows) {
+  MappedBytes f;
   std::mt19937 rng(9);
   std::normal_distribution<float> normal;
   std::vector<float> x(static_cast<size_t>(n_cols * n_rows));
@@ -113,9 +113,9 @@ F16File write_q6_K(const char* name, int64_t n_cols, int64_t n_rows) {
 // (dequantize_row) as the file's either way.
 TEST(Q6_KWeights, LargeFileBackedOnesAreCopiedInLaneOrder) {
   const int64_t n_cols = 512;
-  const F16File large = write_q6_K("large_q6_K.bin", n_cols, 12000);  // 5 MB: above kHugeBlockBytes
-  const F16File small = write_q6_K("small_q6_K.bin", n_cols, 100);
-  const auto desc = [&](const F16File& f, int64_t n_rows, bool file_backed) {
+  const MappedBytes large = write_q6_K("large_q6_K.bin", n_cols, 12000);  // 5 MB: above kHugeBlockBytes
+  const MappedBytes small = write_q6_K("small_q6_K.bin", n_cols, 100);
+  const auto desc = [&](const MappedBytes& f, int64_t n_rows, bool file_backed) {
     hal::WeightDesc d;
     d.name = "head";
     d.type = GgmlType::kQ6_K;
@@ -124,7 +124,7 @@ TEST(Q6_KWeights, LargeFileBackedOnesAreCopiedInLaneOrder) {
     d.file_backed = file_backed;
     return d;
   };
-  const auto check_rows = [&](const CpuWeight& w, const F16File& f) {
+  const auto check_rows = [&](const CpuWeight& w, const MappedBytes& f) {
     std::vector<float> got(static_cast<size_t>(n_cols)), want(got.size());
     for (int64_t r : {int64_t{0}, int64_t{1}, w.n_rows - 1}) {
       dequantize_row(w, r, got.data());
