@@ -370,6 +370,11 @@ TEST(CliBench, JsonHasOneRowPerHeadThreadsAndTest) {
       EXPECT_EQ(r["n_gen"], 4);
       EXPECT_GT(r["bytes_per_token"].get<double>(), 0.0);
       EXPECT_GT(r["gbps"].get<double>(), 0.0);
+      // The host's bandwidth read around the one run: its bound, and the fraction against it.
+      ASSERT_EQ(r["membw_samples_gbps"].size(), 1u) << r.dump();
+      EXPECT_GT(r["membw_samples_gbps"][0].get<double>(), 0.0);
+      EXPECT_DOUBLE_EQ(r["membw_gbps"].get<double>(), r["membw_samples_gbps"][0].get<double>());
+      EXPECT_DOUBLE_EQ(r["membw_fraction"].get<double>(), r["gbps"].get<double>() / r["membw_gbps"].get<double>());
     }
   }
   EXPECT_EQ(prompt_rows, 4);

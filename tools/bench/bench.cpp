@@ -13,7 +13,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <map>
+#include <functional>
+#include <numeric>
 #include <memory>
 #include <random>
 #include <thread>
@@ -99,26 +100,33 @@ class RandomTokens {
   uint32_t n_vocab_;
 };
 
+// Called before each counted run and after the last, not around the warm-up: a decode row's
+// bandwidth readings (BandwidthProbe), or empty.
+using Between = std::function<void()>;
+
 // One warm-up run, not counted (as llama-bench), then `reps` runs: `run(warm_up)` does one and
 // returns the seconds it timed. Samples of n_tokens / seconds.
 template <class Run>
-Result<std::vector<double>> timed_runs(int reps, const std::string& label, double n_tokens, Run run) {
+Result<std::vector<double>> timed_runs(int reps, const std::string& label, double n_tokens, const Between& between,
+                                       Run run) {
   std::vector<double> samples;
   for (int r = -1; r < reps; ++r) {
     if (r < 0) progress(label + " warm-up");
+    if (r >= 0 && between) between();
     BITNET_ASSIGN_OR_RETURN(const double seconds, run(r < 0));
     if (r >= 0) samples.push_back(n_tokens / seconds);
   }
+  if (between) between();
   return samples;
 }
 
 // One test (pp or tg) repeated, after n_depth tokens of context (evaluated before the clock
 // starts, as llama-bench's -d): samples of tokens/s. Returns an error Status on failure.
 Result<std::vector<double>> run_test(Engine& engine, int64_t n_depth, int64_t n_prompt, int64_t n_gen, int reps,
-                                     const std::string& label) {
+                                     const std::string& label, const Between& between) {
   RandomTokens random_token(engine);
   const int32_t first = engine.bos_id().value_or(0);
-  return timed_runs(reps, label, static_cast<double>(n_prompt + n_gen), [&](bool warm_up) -> Result<double> {
+  return timed_runs(reps, label, static_cast<double>(n_prompt + n_gen), between, [&](bool warm_up) -> Result<double> {
     engine.reset();
     if (n_depth > 0) {
       std::vector<int32_t> context(static_cast<size_t>(n_depth));
@@ -147,9 +155,9 @@ Result<std::vector<double>> run_test(Engine& engine, int64_t n_depth, int64_t n_
 // cache), repeated: samples of the summed tokens/s. Each run opens fresh sessions from BOS and
 // closes them, so their KV blocks go back to the pool.
 Result<std::vector<double>> run_parallel_test(Model& model, int64_t n_seq, int64_t n_gen, int reps,
-                                              const std::string& label) {
+                                              const std::string& label, const Between& between) {
   RandomTokens random_token(model);
-  return timed_runs(reps, label, static_cast<double>(n_seq * n_gen), [&](bool warm_up) -> Result<double> {
+  return timed_runs(reps, label, static_cast<double>(n_seq * n_gen), between, [&](bool warm_up) -> Result<double> {
     std::vector<Session> sessions;
     for (int64_t i = 0; i < n_seq; ++i) {
       BITNET_ASSIGN_OR_RETURN(Session s, model.open_session());
@@ -174,37 +182,48 @@ std::string test_label(const Row& row) {
   return fmt::format("bench: {} {} t={} {}", row.model_name, row.backend, row.n_threads, row.test_name());
 }
 
-// The host's read bandwidth on n_threads, measured now. The measurement's 1 GiB buffer is kept
-// out of the engine's peak RSS: `peak` takes the peak so far, and the high-water mark is reset.
-double measure_bandwidth(int n_threads, uint64_t& peak) {
-  progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", n_threads));
+// The host's read bandwidth on n_threads, measured now over `bytes` (--membw: 1 GiB, five
+// passes; between a decode row's runs: 256 MiB, four passes, 0.1 s, which agreed with it on
+// Zen 4). The buffer is kept out of the engine's peak RSS: `peak` takes the peak so far, and
+// the high-water mark is reset.
+double measure_bandwidth(int n_threads, uint64_t& peak, size_t bytes = size_t{1} << 30, int passes = 5) {
   peak = std::max(peak, peak_rss_bytes());
-  const double gbps = bench::measure_read_bandwidth(n_threads);
+  const double gbps = bench::measure_read_bandwidth(n_threads, bytes, passes);
   reset_peak_rss();
   return gbps;
 }
 
-// The reading before a decode row: the last one on its thread count, or a first one. A GPU's
-// rows take its peak (describe), and a run of only GPU rows never measures the host.
-void bandwidth_before(const Row& row, std::map<int, double>& membw, uint64_t& peak) {
-  if (!row.device_peak && !membw.contains(row.n_threads)) membw[row.n_threads] = measure_bandwidth(row.n_threads, peak);
-}
+// The host's read bandwidth around each run of a decode row: a reading before every run and
+// after the last. Each run's bound is the higher of the two beside it: a shared host's
+// bandwidth moves within seconds (between about 25 and 69 GB/s on 2 Zen 4 cores), and one low
+// reading would credit the run with more than its share. A GPU's rows take its peak (describe),
+// and a run of only GPU rows never measures the host.
+class BandwidthProbe {
+ public:
+  BandwidthProbe(const Row& row, uint64_t& peak) : n_threads_(row.n_threads), peak_(peak) {
+    active_ = row.n_gen > 0 && !row.device_peak;
+  }
+  Between between() {
+    if (!active_) return {};
+    return [this] { readings_.push_back(measure_bandwidth(n_threads_, peak_, size_t{256} << 20, 4)); };
+  }
+  void stamp(Row& row) const {
+    if (readings_.size() != row.samples_ts.size() + 1) return;
+    row.membw_samples.clear();
+    for (size_t i = 0; i + 1 < readings_.size(); ++i) row.membw_samples.push_back(std::max(readings_[i], readings_[i + 1]));
+    row.membw_gbps = std::accumulate(row.membw_samples.begin(), row.membw_samples.end(), 0.0) /
+                     static_cast<double>(row.membw_samples.size());
+  }
 
-// The reading after a decode row, and the row's bound (see bench_engine).
-void bandwidth_after(Row& row, std::map<int, double>& membw, uint64_t& peak) {
-  if (row.device_peak) return;
-  const double after = measure_bandwidth(row.n_threads, peak);
-  double& before = membw[row.n_threads];
-  row.membw_gbps = std::max(before, after);
-  before = after;
-}
+ private:
+  int n_threads_;
+  uint64_t& peak_;
+  bool active_ = false;
+  std::vector<double> readings_;
+};
 
-// Every test of one loaded engine. A decode row's bandwidth bound is the higher of the readings
-// just before and just after it (a shared host's bandwidth moves within seconds: one low reading
-// would credit the decode with more than its share); the reading after becomes the next row's
-// reading before.
-Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int, double>& membw,
-                    std::vector<Row>& rows, uint64_t& peak) {
+// Every test of one loaded engine.
+Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::vector<Row>& rows, uint64_t& peak) {
   std::vector<std::pair<int64_t, int64_t>> tests;
   for (int64_t p : f.prompts) tests.emplace_back(p, 0);
   for (int64_t n : f.gens) tests.emplace_back(0, n);
@@ -214,9 +233,10 @@ Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int,
       row.n_prompt = n_prompt;
       row.n_gen = n_gen;
       row.n_depth = depth;
-      if (n_gen > 0) bandwidth_before(row, membw, peak);
-      BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_test(engine, depth, n_prompt, n_gen, f.reps, test_label(row)));
-      if (n_gen > 0) bandwidth_after(row, membw, peak);
+      BandwidthProbe probe(row, peak);
+      BITNET_ASSIGN_OR_RETURN(row.samples_ts,
+                              run_test(engine, depth, n_prompt, n_gen, f.reps, test_label(row), probe.between()));
+      probe.stamp(row);
       rows.push_back(std::move(row));
     }
   }
@@ -225,16 +245,16 @@ Status bench_engine(const BenchFlags& f, Engine& engine, Row base, std::map<int,
 }
 
 // The --parallel tests of one model loaded with a paged cache.
-Status bench_parallel(const BenchFlags& f, Model& model, Row base, std::map<int, double>& membw,
-                      std::vector<Row>& rows, uint64_t& peak) {
+Status bench_parallel(const BenchFlags& f, Model& model, Row base, std::vector<Row>& rows, uint64_t& peak) {
   for (int64_t n_seq : f.parallel) {
     for (int64_t n_gen : f.gens) {
       Row row = base;
       row.n_gen = n_gen;
       row.n_parallel = n_seq;
-      bandwidth_before(row, membw, peak);
-      BITNET_ASSIGN_OR_RETURN(row.samples_ts, run_parallel_test(model, n_seq, n_gen, f.reps, test_label(row)));
-      bandwidth_after(row, membw, peak);
+      BandwidthProbe probe(row, peak);
+      BITNET_ASSIGN_OR_RETURN(row.samples_ts,
+                              run_parallel_test(model, n_seq, n_gen, f.reps, test_label(row), probe.between()));
+      probe.stamp(row);
       rows.push_back(std::move(row));
     }
   }
@@ -311,13 +331,13 @@ int run(BenchFlags f) {
   if (f.membw_only) {
     for (int64_t t : *threads) {
       uint64_t unused = 0;
+      progress(fmt::format("bench: measuring read bandwidth on {} thread(s)", t));
       const double gbps = measure_bandwidth(static_cast<int>(t), unused);
       progress("");
       fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s\n", t, gbps);
     }
     return 0;
   }
-  std::map<int, double> membw;  // the last host reading per thread count, taken when a row needs one
   std::vector<Row> rows;
   for (const std::string& path : f.models) {
     for (const std::string& head : f.head_types) {
@@ -341,7 +361,7 @@ int run(BenchFlags f) {
         uint64_t peak = 0;
         BenchFlags plain = f;
         if (!plain_tg) plain.gens.clear();  // --parallel without 1: only the batched decode tests
-        const Status s = bench_engine(plain, **engine, base, membw, rows, peak);
+        const Status s = bench_engine(plain, **engine, base, rows, peak);
         if (!s.ok()) return fail(s.with_context(path));
         stamp_peak(rows, first_row, peak);
         if (f.parallel.empty() || f.gens.empty()) continue;
@@ -356,7 +376,7 @@ int run(BenchFlags f) {
         if (!model.ok()) return fail(model.status());
         const size_t first_parallel = rows.size();
         peak = 0;
-        const Status ps = bench_parallel(f, **model, base, membw, rows, peak);
+        const Status ps = bench_parallel(f, **model, base, rows, peak);
         if (!ps.ok()) return fail(ps.with_context(path));
         stamp_peak(rows, first_parallel, peak);
       }

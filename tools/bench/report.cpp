@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -32,12 +33,26 @@ double Row::stddev_ts() const {
   return std::sqrt(sum / static_cast<double>(samples_ts.size() - 1));
 }
 
-double Row::gbps() const {
+double Row::gbps_at(double ts) const {
   if (n_gen <= 0) return 0.0;
   const double positions = static_cast<double>(n_depth) + static_cast<double>(n_gen + 1) / 2.0;
   const double step_bytes = static_cast<double>(bytes_per_token) +
                             static_cast<double>(n_parallel) * static_cast<double>(kv_bytes_per_pos) * positions;
-  return step_bytes * avg_ts() / static_cast<double>(n_parallel) / 1e9;
+  return step_bytes * ts / static_cast<double>(n_parallel) / 1e9;
+}
+
+double Row::gbps() const { return gbps_at(avg_ts()); }
+
+double Row::bw_fraction() const {
+  if (!membw_samples.empty() && membw_samples.size() == samples_ts.size()) {
+    double sum = 0.0;
+    for (size_t i = 0; i < samples_ts.size(); ++i) {
+      if (membw_samples[i] <= 0) return 0.0;
+      sum += gbps_at(samples_ts[i]) / membw_samples[i];
+    }
+    return sum / static_cast<double>(samples_ts.size());
+  }
+  return membw_gbps > 0 ? gbps() / membw_gbps : 0.0;
 }
 
 Row describe(const Model& engine, const std::string& path, const std::string& head_type) {
@@ -76,6 +91,14 @@ std::string count_label(uint64_t n) {
   return x >= 1e9 ? fmt::format("{:.2f} B", x / 1e9) : fmt::format("{:.2f} M", x / 1e6);
 }
 
+// The bound as the table shows it: one reading, or the runs' range where it moved by more than 5%.
+std::string bound_label(const Row& r) {
+  if (r.device_peak) return fmt::format("{:.1f} peak", r.membw_gbps);
+  if (r.membw_samples.empty()) return fmt::format("{:.1f}", r.membw_gbps);
+  const auto [lo, hi] = std::minmax_element(r.membw_samples.begin(), r.membw_samples.end());
+  return *hi > 1.05 * *lo ? fmt::format("{:.1f}-{:.1f}", *lo, *hi) : fmt::format("{:.1f}", r.membw_gbps);
+}
+
 std::string markdown(const std::vector<Row>& rows) {
   std::string out =
       "| model | size | params | backend | head | kv | threads | test | t/s | GB/s | of read bw | load s | peak RSS |\n"
@@ -85,7 +108,7 @@ std::string markdown(const std::vector<Row>& rows) {
     if (r.n_gen > 0) {
       bw = fmt::format("{:.1f}", r.gbps());
       if (r.membw_gbps > 0) {
-        frac = fmt::format("{:.0f}% of {:.1f}{}", 100.0 * r.gbps() / r.membw_gbps, r.membw_gbps, r.device_peak ? " peak" : "");
+        frac = fmt::format("{:.0f}% of {}", 100.0 * r.bw_fraction(), bound_label(r));
       }
     }
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {:.2f} | {} |\n",
@@ -123,6 +146,8 @@ nlohmann::ordered_json to_json(const Row& r) {
           {"kv_bytes_per_pos", r.kv_bytes_per_pos},
           {"gbps", r.gbps()},
           {"membw_gbps", r.membw_gbps},
+          {"membw_samples_gbps", r.membw_samples},
+          {"membw_fraction", r.bw_fraction()},
           {"membw_source", r.device_peak ? "device peak" : "host read"},
           {"load_seconds", r.load_seconds},
           {"peak_rss_bytes", r.peak_rss_bytes}};

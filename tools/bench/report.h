@@ -30,8 +30,12 @@ struct Row {
   int64_t n_depth = 0;         // tokens already in the KV cache when the test starts (-d)
   std::vector<double> samples_ts;
   // A decode row's bandwidth bound: the machine's read bandwidth on n_threads, measured, or, on a
-  // real GPU, its memory's peak as the driver reports it (0: unknown).
+  // real GPU, its memory's peak as the driver reports it (0: unknown). On the host, the mean of
+  // membw_samples.
   double membw_gbps = 0.0;
+  // On the host, each run's own bound (one per sample, in order): the higher of the readings
+  // taken just before and just after it, since a shared host's bandwidth moves within seconds.
+  std::vector<double> membw_samples;
   bool device_peak = false;    // membw_gbps is a GPU's memory peak, not a host reading
   double load_seconds = 0.0;
   uint64_t peak_rss_bytes = 0;  // VmHWM over the load and every test of this engine
@@ -43,6 +47,12 @@ struct Row {
   // sequence's cache: kv_bytes_per_pos x the positions its tokens attend to on average (a tg
   // test's n_gen tokens after n_depth attend to n_depth + (n_gen + 1) / 2).
   double gbps() const;
+  // The fraction of the bound that decode read: the mean over the runs of each run's GB/s over
+  // its own bound where membw_samples has one per run, else gbps() / membw_gbps (0: no bound).
+  double bw_fraction() const;
+
+ private:
+  double gbps_at(double ts) const;  // gbps() at ts tokens/s
 };
 
 // The fields every row of one engine shares.

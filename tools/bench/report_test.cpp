@@ -90,6 +90,27 @@ TEST(BenchReport, AGpuRowIsComparedWithItsDevicePeak) {
   EXPECT_NE(format_rows({r}, "md").find("| 9.6 |  |"), std::string::npos);
 }
 
+// Each run against the bandwidth read beside it: the fraction is the mean of the runs' own
+// fractions, and the table shows the bounds' range where they moved by more than 5%.
+TEST(BenchReport, EachRunIsComparedWithItsOwnBound) {
+  Row r = decode_row();
+  r.membw_samples = {20.0, 24.0, 40.0};  // 10, 12 and 14 GB/s: 50%, 50%, 35%
+  r.membw_gbps = 28.0;
+  EXPECT_DOUBLE_EQ(r.bw_fraction(), 0.45);
+  EXPECT_NE(format_rows({r}, "md").find("| 12.0 | 45% of 20.0-40.0 |"), std::string::npos) << format_rows({r}, "md");
+  const auto j = nlohmann::json::parse(format_rows({r}, "json"));
+  EXPECT_EQ(j[0]["membw_samples_gbps"].size(), 3u);
+  EXPECT_DOUBLE_EQ(j[0]["membw_fraction"].get<double>(), 0.45);
+  r.membw_samples = {20.0, 20.5, 20.9};  // within 5%: the mean alone
+  r.membw_gbps = 20.4;
+  EXPECT_NE(format_rows({r}, "md").find("% of 20.4 |"), std::string::npos) << format_rows({r}, "md");
+  r.membw_samples = {20.0};  // not one per run: the averages' ratio
+  EXPECT_DOUBLE_EQ(r.bw_fraction(), 12.0 / 20.4);
+  r.membw_samples.clear();
+  r.membw_gbps = 0.0;
+  EXPECT_DOUBLE_EQ(r.bw_fraction(), 0.0);
+}
+
 TEST(BenchMembw, MeasuresAPositiveBandwidth) {
   const double gbps = measure_read_bandwidth(1, size_t{16} << 20, 2);
   EXPECT_GT(gbps, 0.1);
