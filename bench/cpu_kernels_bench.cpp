@@ -292,12 +292,16 @@ void register_set(const KernelSet* set) {
     benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/13824x2560/tokens:{}/threads:2", name, n_tokens).c_str(),
                                  bench_ternary, set, GgmlType::kI2_S, Shape{13824, 2560}, n_tokens, 2, 6)->UseRealTime();
   }
-  // The 2B-4T step's other shapes (Q/K/V and gate/up each one weight, the down projection),
-  // streamed: at least 80 MB of copies, past the 32 MB L3 of the machines seen.
-  for (Shape s : {Shape{3840, 2560}, Shape{2560, 2560}, Shape{13824, 2560}, Shape{2560, 6912}}) {
-    const int copies = static_cast<int>(1 + (int64_t{80} << 20) / (s.n_rows * s.n_cols / 5));
-    benchmark::RegisterBenchmark(fmt::format("gemm_w2a8_streamed/{}/{}x{}/tokens:8/threads:2", name, s.n_rows, s.n_cols).c_str(),
-                                 bench_ternary, set, GgmlType::kI2_S, s, int64_t{8}, 2, copies)->UseRealTime();
+  // The 2B-4T step's shapes (Q/K/V and gate/up each one weight, the output and down
+  // projections), decode and a step of 8 sequences, streamed: at least 80 MB of copies, past
+  // the 32 MB L3 of the machines seen.
+  for (int64_t n_tokens : {1, 8}) {
+    for (Shape s : {Shape{3840, 2560}, Shape{2560, 2560}, Shape{13824, 2560}, Shape{2560, 6912}}) {
+      const int copies = static_cast<int>(1 + (int64_t{80} << 20) / (s.n_rows * s.n_cols / 5));
+      benchmark::RegisterBenchmark(
+          fmt::format("gemm_w2a8_streamed/{}/{}x{}/tokens:{}/threads:2/copies:{}", name, s.n_rows, s.n_cols, n_tokens, copies).c_str(),
+          bench_ternary, set, GgmlType::kI2_S, s, n_tokens, 2, copies)->UseRealTime();
+    }
   }
   // TQ2_0: a scale per 256 columns, so a float update (and, in a GEMM, a reduction of the
   // tile's accumulators) per 2 groups instead of per row.

@@ -311,8 +311,8 @@ T5TokenAct t5_act(const CpuWeight& w, const Q8Rows& x) {
 
 // How far ahead of the vector being read decode prefetches its codes (the row groups follow one
 // another in memory, so this runs on into the next): as in the AVX2 set, one core's demand
-// misses alone leave it short of the memory's bandwidth.
-constexpr int64_t kT5PrefetchBytes = 8192;
+// misses alone leave it short of the memory's bandwidth. 8 KB, or 4 KB on Zen 4
+// (t5_decode_prefetch_bytes, kernels_avx512vnni.h).
 
 // The native tiles' distance (rounded up to whole row groups in t5_tile). A batched decode step
 // of 8 sequences, distances alternating step by step in one process (a throwaway harness):
@@ -322,14 +322,14 @@ constexpr int64_t kT5TilePrefetchBytes = 16384;
 // Prefetches rows 0 .. R-1 of the T5 vector `ahead` bytes past c (one line per row). Inlined
 // by force: GCC 12 drops calls to a function whose only effects are prefetches.
 template <int R>
-[[gnu::always_inline]] inline void prefetch_t5_ahead(const uint8_t* c, int64_t ahead = kT5PrefetchBytes) {
+[[gnu::always_inline]] inline void prefetch_t5_ahead(const uint8_t* c, int64_t ahead) {
   for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + ahead + r * kT5VectorBytes), _MM_HINT_T0);
 }
 
 // Decode with a scale per 256 columns: the 4 rows of row group rg against one token (its
 // activations `act`), the float update per block in block order (a chunk's blocks 0-3 from the
 // quarters of positions 0-3, then block 4 from position 4). One scale per row: t5_gemv_rows.
-__m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5TokenAct& act, int64_t rg) {
+__m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5TokenAct& act, int64_t rg, int64_t ahead) {
   const int64_t n_vec = t5_vectors(w.n_cols);
   const int64_t n_chunks = w.n_cols / kT5ChunkCols;
   const int64_t n_blocks = w.n_cols / w.ternary.scale_block;
@@ -351,7 +351,7 @@ __m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5TokenAc
   for (int64_t k = 0; k < n_chunks; ++k) {
     for (int v = 0; v < 4; ++v) {
       const uint8_t* c = codes + (4 * k + v) * kT5Rows * kT5VectorBytes;
-      prefetch_t5_ahead<kT5Rows>(c);
+      prefetch_t5_ahead<kT5Rows>(c, ahead);
       __m512i m[kT5Rows];
       for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
       const int8_t* a = act.q + kT5ChunkCols * k + 320 * v;
@@ -407,7 +407,7 @@ __m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5TokenAc
 // vector per row (lane sums), all vectors in one flat loop (a full vector's 5 positions are
 // 320 consecutive activations in T5 order). Plain local accumulators: GCC keeps them in
 // registers without the copies it makes of T5Acc's arrays.
-void t5_row_group_dots(const CpuWeight& w, const int8_t* a, int64_t rg, __m512i d[kT5Rows]) {
+void t5_row_group_dots(const CpuWeight& w, const int8_t* a, int64_t rg, int64_t ahead, __m512i d[kT5Rows]) {
   const int64_t n_cols = w.n_cols;
   const int64_t n_vec = t5_vectors(n_cols);
   const int64_t n_full = 4 * (n_cols / kT5ChunkCols);
@@ -430,7 +430,7 @@ void t5_row_group_dots(const CpuWeight& w, const int8_t* a, int64_t rg, __m512i 
   };
   int64_t u = 0;
   for (; u < n_full; ++u, c += kT5Rows * kT5VectorBytes) {
-    prefetch_t5_ahead<kT5Rows>(c);
+    prefetch_t5_ahead<kT5Rows>(c, ahead);
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + 64), m2 = _mm512_load_si512(c + 128),
             m3 = _mm512_load_si512(c + 192);
     const int8_t* x = a + 320 * u;
@@ -455,11 +455,12 @@ void t5_gemv_rows(const CpuWeight& w, const Q8Rows& x, const int8_t* act, float*
   const __m512 s = _mm512_set1_ps(x.scale[0]);
   const __m512i act_sum = _mm512_set1_epi32(x.block_sum(0, 0, w.n_cols / kGroupCols));
   const int64_t rg_end = (r1 + kT5Rows - 1) / kT5Rows;
+  const int64_t ahead = t5_decode_prefetch_bytes();
   for (int64_t rg0 = r0 / kT5Rows; rg0 < rg_end; rg0 += 4) {
     __m512i d[16];
     for (int g = 0; g < 4; ++g) {
       if (rg0 + g < rg_end) {
-        t5_row_group_dots(w, act, rg0 + g, d + kT5Rows * g);
+        t5_row_group_dots(w, act, rg0 + g, ahead, d + kT5Rows * g);
       } else {
         for (int r = 0; r < kT5Rows; ++r) d[kT5Rows * g + r] = _mm512_setzero_si512();
       }
@@ -476,9 +477,10 @@ void t5_gemv_rows(const CpuWeight& w, const Q8Rows& x, const int8_t* act, float*
 
 void t5_gemv_blocked(const CpuWeight& w, const Q8Rows& x, float* y, int64_t r0, int64_t r1) {
   const T5TokenAct act = t5_act(w, x);
+  const int64_t ahead = t5_decode_prefetch_bytes();
   for (int64_t rg = r0 / kT5Rows; rg * kT5Rows < r1; ++rg) {
     alignas(16) float out[kT5Rows];
-    _mm_store_ps(out, t5_row_group_blocked(w, x, act, rg));
+    _mm_store_ps(out, t5_row_group_blocked(w, x, act, rg, ahead));
     for (int64_t r = max64(r0, rg * kT5Rows); r < min64(r1, (rg + 1) * kT5Rows); ++r) y[r] = out[r % kT5Rows];
   }
 }

@@ -2,6 +2,7 @@
 // CPU's features on first use (or set by tests). They need no AVX-512 to make: compiled without
 // the set's ISA flags, so they may run before a feature check.
 #include <atomic>
+#include <cstdint>
 
 #include "backends/cpu/kernels_avx512vnni.h"
 
@@ -43,6 +44,12 @@ void set_t5_decode(T5Decode d) { g_t5_decode.set(d); }
 RowPrefetch row_prefetch_for(const CpuFeatures& f) { return f.amd && f.family == 0x19 ? RowPrefetch::kL2 : RowPrefetch::kL1; }
 RowPrefetch row_prefetch() { return g_row_prefetch.get(); }
 void set_row_prefetch(RowPrefetch p) { g_row_prefetch.set(p); }
+
+int64_t t5_decode_prefetch_bytes_for(const CpuFeatures& f) { return f.amd && f.family == 0x19 ? 4096 : 8192; }
+int64_t t5_decode_prefetch_bytes() {
+  static const int64_t bytes = t5_decode_prefetch_bytes_for(detect_cpu_features());
+  return bytes;
+}
 
 TernaryLayout ternary_layout_for(const CpuFeatures& f, int n_threads) {
   return f.amd && f.family == 0x19 && n_threads == 1 ? TernaryLayout::k2Bit : TernaryLayout::k5Trit;

@@ -213,6 +213,14 @@ TEST(TernaryT5, BothTileDecodersMatchTheTwin) {
   avx512vnni::set_t5_decode(chosen);
 }
 
+// T5 decode prefetches 4 KB ahead on Zen 4, 8 KB elsewhere (kernels_avx512vnni.h): a choice
+// made from the features alone, so it is checked on any machine.
+TEST(TernaryT5, DecodePrefetchDistanceByMicroarchitecture) {
+  EXPECT_EQ(avx512vnni::t5_decode_prefetch_bytes_for(test::x86_cpu(true, 0x19)), 4096);
+  EXPECT_EQ(avx512vnni::t5_decode_prefetch_bytes_for(test::x86_cpu(true, 0x1a)), 8192);
+  EXPECT_EQ(avx512vnni::t5_decode_prefetch_bytes_for(test::x86_cpu(false, 6)), 8192);
+}
+
 // One Zen 4 thread asks the AVX-512 VNNI set's weights in the 2-bit layout (kernels_avx512vnni.h);
 // the set then reads shapes that T5 holds in it too: decode, partial and whole token tiles.
 TEST(TernaryT5, OneZen4ThreadReadsTheTwoBitLayout) {
