@@ -373,6 +373,7 @@ __m128 t5_row_group_blocked(const CpuWeight& w, const Q8Rows& x, const T5TokenAc
   }
   for (int64_t u = 4 * n_chunks; u < n_vec; ++u) {  // the tail: vectors of 4 (or 2) positions
     const uint8_t* c = codes + u * kT5Rows * kT5VectorBytes;
+    prefetch_t5_ahead<kT5Rows>(c, ahead);
     __m512i m[kT5Rows];
     for (int r = 0; r < kT5Rows; ++r) m[r] = _mm512_loadu_si512(c + r * kT5VectorBytes);
     const int64_t col0 = kT5ChunkCols * n_chunks + 256 * (u - 4 * n_chunks);
@@ -437,6 +438,7 @@ void t5_row_group_dots(const CpuWeight& w, const int8_t* a, int64_t rg, int64_t 
     for (int i = 0; i < 5; ++i) position(m0, m1, m2, m3, x + 64 * i);
   }
   for (; u < n_vec; ++u, c += kT5Rows * kT5VectorBytes) {  // the tail: vectors of 4 (or 2) positions
+    prefetch_t5_ahead<kT5Rows>(c, ahead);  // the stream's lines as far ahead as the full vectors'
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + 64), m2 = _mm512_load_si512(c + 128),
             m3 = _mm512_load_si512(c + 192);
     const int64_t col0 = kT5ChunkCols * (n_full / 4) + 256 * (u - n_full);
@@ -699,6 +701,7 @@ void t5_row_pair_dots(const CpuWeight& w, const T5Vectors& nv, int64_t rg, int r
     for (int i = 0; i < 5; ++i) t5_pair_position<T, D>(m0, m1, act + 320 * u + 64 * i, n_cols, acc0, acc1);
   }
   for (; u < part.u1; ++u, c += kT5Rows * kT5VectorBytes) {
+    prefetch_t5_ahead<2>(c, ahead);
     __m512i m0 = _mm512_load_si512(c), m1 = _mm512_load_si512(c + kT5VectorBytes);
     const int64_t col0 = nv.tail_col0(u);
     for (int i = 0; i < 2; ++i) t5_pair_position<T, D>(m0, m1, act + col0 + 64 * i, n_cols, acc0, acc1);

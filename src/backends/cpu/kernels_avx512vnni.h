@@ -30,10 +30,9 @@ TernaryLayout ternary_layout_for(const CpuFeatures& f, int n_threads);
 TernaryLayout ternary_layout_for_threads(int n_threads);
 
 // How far ahead T5 decode (one token) prefetches its codes. 8 KB; 4 KB on AMD family 19h
-// (Zen 4), where the down projection (6912 columns, row groups of 5.6 KB) streamed on two
-// threads at 23-27 GB/s with 8 KB and 29-34 with 1-4 KB (the other 2B-4T shapes 30-37 either
-// way), and 2B-4T decode took 0.97-1.00 of 8 KB's time, token by token in one process. On
-// Zen 5, 4 KB took 1.00-1.06 of 8 KB's (docs/performance.md).
+// (Zen 4), where 2B-4T decode took 0.97-1.00 of 8 KB's time, token by token in one process,
+// and every 2B-4T shape streamed on two threads 2-5% faster. On Zen 5, 4 KB took 1.00-1.06 of
+// 8 KB's (docs/performance.md).
 int64_t t5_decode_prefetch_bytes_for(const CpuFeatures& f);
 // This CPU's t5_decode_prefetch_bytes_for, found once.
 int64_t t5_decode_prefetch_bytes();
