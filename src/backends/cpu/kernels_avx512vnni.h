@@ -30,7 +30,7 @@ TernaryLayout ternary_layout_for(const CpuFeatures& f, int n_threads);
 TernaryLayout ternary_layout_for_threads(int n_threads);
 
 // How far ahead T5 decode (one token) prefetches its codes. 8 KB; 4 KB on AMD family 19h
-// (Zen 4), where 2B-4T decode took 0.97-1.00 of 8 KB's time, token by token in one process,
+// (Zen 4), where 2B-4T decode took 0.96-0.99 of 8 KB's time, token by token in one process,
 // and every 2B-4T shape streamed on two threads 2-5% faster. On Zen 5, 4 KB took 1.00-1.06 of
 // 8 KB's (docs/performance.md).
 int64_t t5_decode_prefetch_bytes_for(const CpuFeatures& f);
