@@ -60,9 +60,29 @@ bool spin_until(Done done, ThreadPool::Prefetch& pf) {
   }
 }
 
+uint64_t pack_range(int64_t front, int64_t end) { return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(end); }
+
+// Takes `grain` items of what is left of a share (range: pack_range) into [b, e): from the
+// front (its own slot, the last take possibly shorter), or from the back (another slot, only
+// while two grains or more are left, so the owner is not left waiting for the thief's chunk).
+bool take_items(std::atomic<uint64_t>& range, int64_t grain, bool from_back, int64_t& b, int64_t& e) {
+  uint64_t r = range.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t front = static_cast<int64_t>(r >> 32);
+    const int64_t end = static_cast<int64_t>(r & 0xffffffffu);
+    if (from_back ? end - front < 2 * grain : front >= end) return false;
+    b = from_back ? end - grain : front;
+    e = from_back ? end : std::min(end, front + grain);
+    const uint64_t left = from_back ? pack_range(front, b) : pack_range(e, end);
+    // The CAS alone decides who runs which items; the job's start and end publish the data.
+    if (range.compare_exchange_weak(r, left, std::memory_order_relaxed)) return true;
+  }
+}
+
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), waiting_(static_cast<size_t>(n_threads_)) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::max(1, n_threads)), waiting_(static_cast<size_t>(n_threads_)), shares_(static_cast<size_t>(n_threads_)) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int slot = 1; slot < n_threads_; ++slot) workers_.emplace_back([this, slot] { worker_loop(slot); });
 }
@@ -126,9 +146,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, SlotRangeFn fn) {
 }
 
 void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, std::span<const Prefetch> prefetch,
-                                std::span<int64_t> busy_ns) {
+                                std::span<int64_t> busy_ns, int64_t grain, std::span<int64_t> done_items) {
   if (cuts.size() != static_cast<size_t>(n_threads_) + 1 || (!prefetch.empty() && prefetch.size() + 1 != cuts.size()) ||
-      (!busy_ns.empty() && busy_ns.size() + 1 != cuts.size())) {
+      (!busy_ns.empty() && busy_ns.size() + 1 != cuts.size()) ||
+      (!done_items.empty() && done_items.size() + 1 != cuts.size())) {
     std::fprintf(stderr, "ThreadPool::parallel_split: %zu cuts for %d threads\n", cuts.size(), n_threads_);
     std::abort();
   }
@@ -136,8 +157,11 @@ void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, s
     const auto start = std::chrono::steady_clock::now();
     if (cuts[0] < cuts[1]) fn(0, cuts[0], cuts[1]);
     if (!busy_ns.empty()) busy_ns[0] = (std::chrono::steady_clock::now() - start).count();
+    if (!done_items.empty()) done_items[0] = std::max<int64_t>(0, cuts[1] - cuts[0]);
     return;
   }
+  // Shares are taken in grains only where their bounds fit the packed ranges.
+  if (cuts.front() < 0 || cuts.back() > int64_t{0xffffffff}) grain = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
@@ -145,6 +169,14 @@ void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, s
     cuts_ = cuts.data();
     prefetch_ = prefetch.empty() ? nullptr : prefetch.data();
     busy_ns_ = busy_ns.empty() ? nullptr : busy_ns.data();
+    grain_ = std::max<int64_t>(0, grain);
+    done_items_ = done_items.empty() ? nullptr : done_items.data();
+    if (grain_ > 0) {
+      for (int s = 0; s < n_threads_; ++s) {
+        shares_[static_cast<size_t>(s)].range.store(pack_range(cuts[static_cast<size_t>(s)], std::max(cuts[static_cast<size_t>(s)], cuts[static_cast<size_t>(s) + 1])),
+                                                    std::memory_order_relaxed);
+      }
+    }
     start_ = std::chrono::steady_clock::now();
     active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
@@ -156,8 +188,26 @@ void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, s
 
 void ThreadPool::run_job(int slot) {
   if (cuts_ == nullptr) return run_chunks(slot);
-  if (cuts_[slot] < cuts_[slot + 1]) (*fn_)(slot, cuts_[slot], cuts_[slot + 1]);
+  int64_t done = 0;
+  if (grain_ == 0) {
+    if (cuts_[slot] < cuts_[slot + 1]) (*fn_)(slot, cuts_[slot], cuts_[slot + 1]);
+    done = std::max<int64_t>(0, cuts_[slot + 1] - cuts_[slot]);
+  } else {
+    int64_t b = 0, e = 0;
+    while (take_items(shares_[static_cast<size_t>(slot)].range, grain_, false, b, e)) {
+      (*fn_)(slot, b, e);
+      done += e - b;
+    }
+    for (int k = 1; k < n_threads_; ++k) {
+      std::atomic<uint64_t>& other = shares_[static_cast<size_t>((slot + k) % n_threads_)].range;
+      while (take_items(other, grain_, true, b, e)) {
+        (*fn_)(slot, b, e);
+        done += e - b;
+      }
+    }
+  }
   if (busy_ns_ != nullptr) busy_ns_[slot] = (std::chrono::steady_clock::now() - start_).count();
+  if (done_items_ != nullptr) done_items_[slot] = done;
   // A split loop sets what the slot prefetches next (or nothing); guided loops, the small ops
   // between, leave it running.
   waiting_[static_cast<size_t>(slot)].pf = prefetch_ != nullptr ? prefetch_[slot] : Prefetch{};
@@ -174,6 +224,8 @@ void ThreadPool::finish() {
   cuts_ = nullptr;
   prefetch_ = nullptr;
   busy_ns_ = nullptr;
+  grain_ = 0;
+  done_items_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int slot) {

@@ -69,14 +69,18 @@ class ThreadPool {
     const void* p = nullptr;
     int64_t bytes = 0;
   };
-  // Runs fn once per thread, slot s over [cuts[s], cuts[s + 1]) (cuts: n_threads() + 1
+  // Runs fn over slot s's share [cuts[s], cuts[s + 1]) on slot s (cuts: n_threads() + 1
   // ascending bounds; an empty share is skipped), for loops that stream memory once: one
-  // contiguous share per thread is one stream for the prefetchers. A thread done with its share
-  // prefetches prefetch[s] (if given; else nothing) while it waits for the others, through the
-  // parallel_for loops that follow and for the next split loop, and
-  // busy_ns[s] (if given) gets the nanoseconds from the loop's start to the end of its share.
+  // contiguous share per thread is one stream for the prefetchers. With grain = 0 a share is
+  // one call. With grain > 0 a slot runs its share grain items at a time from the front, then
+  // takes grain items at a time from the back of another slot's share while two grains or more
+  // are left there: shares sized by the threads' past rates still end apart when a shared
+  // host's bandwidth moves under them. A thread done with its part prefetches prefetch[s] (if
+  // given; else nothing) while it waits for the others, through the parallel_for loops that
+  // follow and for the next split loop; busy_ns[s] (if given) gets the nanoseconds from the
+  // loop's start to the end of slot s's part, done_items[s] (if given) the items it ran.
   void parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, std::span<const Prefetch> prefetch = {},
-                      std::span<int64_t> busy_ns = {});
+                      std::span<int64_t> busy_ns = {}, int64_t grain = 0, std::span<int64_t> done_items = {});
 
   // The number of hardware threads (at least 1).
   static int hardware_threads();
@@ -95,6 +99,11 @@ class ThreadPool {
     Prefetch pf;
   };
   std::vector<Waiting> waiting_;
+  // What is left of each slot's share in a split loop with a grain: front << 32 | end.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
+  std::vector<Share> shares_;
   std::vector<std::thread> workers_;
 
   std::mutex mutex_;
@@ -109,6 +118,8 @@ class ThreadPool {
   const int64_t* cuts_ = nullptr;    // parallel_split's shares, else null
   const Prefetch* prefetch_ = nullptr;
   int64_t* busy_ns_ = nullptr;
+  int64_t grain_ = 0;
+  int64_t* done_items_ = nullptr;
   std::chrono::steady_clock::time_point start_;
   std::atomic<int64_t> next_{0};
   std::atomic<uint64_t> generation_{0};

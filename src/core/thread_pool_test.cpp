@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <mutex>
 #include <numeric>
 #include <utility>
@@ -93,6 +95,56 @@ TEST(ThreadPool, SplitRunsEachShareOnItsSlot) {
         for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
       });
       for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
+  }
+}
+
+// parallel_split with a grain: a slot done with its share takes grains from the back of a
+// slower one's, every item still runs exactly once, the owner's items stay a prefix of its share,
+// and done_items counts what each slot ran.
+TEST(ThreadPool, SplitWithAGrainLetsAFreeSlotTakeOverASlowShare) {
+  ThreadPool pool(2);
+  constexpr int64_t kItems = 200;
+  const std::vector<int64_t> cuts = {0, kItems, kItems};  // slot 1's share is empty
+  std::vector<std::atomic<int>> hits(kItems);
+  std::vector<std::atomic<int>> slot_of(kItems);
+  std::vector<int64_t> busy(2, -1), done(2, -1);
+  pool.parallel_split(cuts, [&](int slot, int64_t b, int64_t e) {
+    EXPECT_LE(e - b, 10);
+    for (int64_t i = b; i < e; ++i) {
+      hits[static_cast<size_t>(i)]++;
+      slot_of[static_cast<size_t>(i)] = slot;
+    }
+    if (slot == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the slow one
+  }, {}, busy, 10, done);
+  int64_t prefix = 0;
+  while (prefix < kItems && slot_of[static_cast<size_t>(prefix)].load() == 0) ++prefix;
+  for (int64_t i = 0; i < kItems; ++i) {
+    ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+    ASSERT_EQ(slot_of[static_cast<size_t>(i)].load(), i < prefix ? 0 : 1) << i;
+  }
+  EXPECT_GT(done[1], 0) << "the free slot took nothing of a share that sleeps 5 ms per grain";
+  EXPECT_EQ(done[0], prefix);
+  EXPECT_EQ(done[0] + done[1], kItems);
+  EXPECT_GE(prefix, 10) << "the owner starts from the front";
+  EXPECT_GE(busy[0], 0);
+  EXPECT_GE(busy[1], 0);
+}
+
+// Any shares, any grain: every item once, and done_items adds up to them.
+TEST(ThreadPool, SplitWithAGrainRunsEveryItemOnce) {
+  for (int n_threads : {1, 2, 3}) {
+    ThreadPool pool(n_threads);
+    for (int job = 0; job < 200; ++job) {
+      std::vector<int64_t> cuts(static_cast<size_t>(n_threads) + 1);
+      for (int s = 0; s <= n_threads; ++s) cuts[static_cast<size_t>(s)] = (job % 5 == 0 && s > 0) ? 100 : 100 * s / n_threads;
+      std::vector<std::atomic<int>> hits(100);
+      std::vector<int64_t> done(static_cast<size_t>(n_threads), -1);
+      pool.parallel_split(cuts, [&](int, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      }, {}, {}, 1 + job % 9, done);
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "job " << job;
+      EXPECT_EQ(std::accumulate(done.begin(), done.end(), int64_t{0}), 100);
     }
   }
 }

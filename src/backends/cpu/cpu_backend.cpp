@@ -185,6 +185,7 @@ class CpuBackend final : public hal::Backend {
         cuts_(static_cast<size_t>(pool_.n_threads()) + 1),
         next_cuts_(cuts_.size()),
         busy_ns_(static_cast<size_t>(pool_.n_threads())),
+        done_items_(static_cast<size_t>(pool_.n_threads())),
         wait_prefetch_(static_cast<size_t>(pool_.n_threads())) {}
 
   hal::BackendInfo info() const override {
@@ -311,6 +312,7 @@ class CpuBackend final : public hal::Backend {
   std::vector<std::pair<size_t, size_t>> matmul_loops_;  // the step's matmul loops: first op, count
   DecodeSplit split_;                                    // matmul shares of small steps (split_key)
   std::vector<int64_t> cuts_, next_cuts_, busy_ns_;      // a split loop's shares and times, the next's shares
+  std::vector<int64_t> done_items_;                      // the items each thread ran of a split loop
   std::vector<ThreadPool::Prefetch> wait_prefetch_;      // per thread: its share of the next loop
 };
 
@@ -580,6 +582,14 @@ int64_t CpuBackend::matmul_items(std::span<const hal::Op> ops) const {
 // 1-2 MB elsewhere), which the loop it waits on also streams through.
 constexpr int64_t kWaitPrefetchBytes = 256 << 10;
 
+// The grain of a split loop (ThreadPool::parallel_split): about this many bytes of weights, in
+// a multiple of kSplitGrainItems items (4 T5 row groups make one pass of t5_gemv_rows). On two
+// Zen 4 threads the shares' ends were 5% of a decode token's time apart (the head's 8.5 ms loop
+// 0.37 ms of it); taking each other's ends in grains of 1 MB made 2B-4T decode take 0.967-1.000
+// of the time (256 KB: 0.993-1.010), and 0.988 with another process busy on one of the cores.
+constexpr int64_t kSplitGrainBytes = 1 << 20;
+constexpr int64_t kSplitGrainItems = 4;
+
 void CpuBackend::set_wait_prefetch(std::span<const hal::Op> next, int64_t n_tokens) {
   const int64_t n_items = matmul_items(next);
   split_.cuts(split_key(next[0].w, n_tokens), n_items, next_cuts_);
@@ -676,14 +686,19 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops, s
   };
   if (n_tokens <= kSplitMaxTokens && pool_.n_threads() > 1 && n_items >= 2 * chunk) {
     // One contiguous share per thread, sized by the threads' rates on this loop in earlier
-    // steps (DecodeSplit); a thread done with its share prefetches the start of its share of
-    // the next loop while it waits (for the others, or through the ops between).
+    // steps (DecodeSplit), run in grains of about kSplitGrainBytes so that a thread done early
+    // takes over the end of a slower one's share; a thread done prefetches the start of its
+    // share of the next loop while it waits (for the others, or through the ops between).
     const size_t key = split_key(ops[0].w, n_tokens);
     split_.cuts(key, n_items, cuts_);
     if (!next.empty()) set_wait_prefetch(next, graph.acts[static_cast<size_t>(next[0].a)].n_rows);
+    int64_t weight_bytes = 0;
+    for (const Part& p : parts) weight_bytes += static_cast<int64_t>(p.w->is_ternary() ? p.w->ternary.packed.size() : p.w->raw.size());
+    const int64_t grain = std::max<int64_t>(kSplitGrainItems, kSplitGrainBytes * n_items / std::max<int64_t>(1, weight_bytes) /
+                                                                  kSplitGrainItems * kSplitGrainItems);
     pool_.parallel_split(cuts_, [&](int, int64_t i0, int64_t i1) { run(i0, i1); },
-                         next.empty() ? std::span<const ThreadPool::Prefetch>{} : wait_prefetch_, busy_ns_);
-    split_.record(key, cuts_, busy_ns_);
+                         next.empty() ? std::span<const ThreadPool::Prefetch>{} : wait_prefetch_, busy_ns_, grain, done_items_);
+    split_.record(key, done_items_, busy_ns_);
   } else {
     pool_.parallel_for(n_items, chunk, run);
   }

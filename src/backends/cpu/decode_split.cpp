@@ -37,13 +37,12 @@ void DecodeSplit::cuts(size_t key, int64_t n_items, std::span<int64_t> cuts) con
   }
 }
 
-void DecodeSplit::record(size_t key, std::span<const int64_t> cuts, std::span<const int64_t> busy_ns) {
+void DecodeSplit::record(size_t key, std::span<const int64_t> items, std::span<const int64_t> busy_ns) {
   const size_t n = static_cast<size_t>(n_threads_);
   if (rates_.size() < (key + 1) * n) rates_.resize((key + 1) * n, 0.0);
   for (size_t s = 0; s < n; ++s) {
-    const int64_t items = cuts[s + 1] - cuts[s];
-    if (items <= 0 || busy_ns[s] <= 0) continue;
-    const double r = static_cast<double>(items) / static_cast<double>(busy_ns[s]);
+    if (items[s] <= 0 || busy_ns[s] <= 0) continue;
+    const double r = static_cast<double>(items[s]) / static_cast<double>(busy_ns[s]);
     double& rate = rates_[key * n + s];
     rate = rate > 0 ? rate + kNewRateWeight * (r - rate) : r;
   }

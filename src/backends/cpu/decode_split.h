@@ -23,9 +23,10 @@ class DecodeSplit {
   // an even one.
   void cuts(size_t key, int64_t n_items, std::span<int64_t> cuts) const;
 
-  // Records a run of loop `key` split at cuts, thread s busy for busy_ns[s] (from the loop's
-  // start to the end of its share).
-  void record(size_t key, std::span<const int64_t> cuts, std::span<const int64_t> busy_ns);
+  // Records a run of loop `key`: thread s ran items[s] items (its share, less what others took
+  // of it, plus what it took of theirs: ThreadPool::parallel_split's done_items) and was busy
+  // for busy_ns[s] (from the loop's start to the end of its part).
+  void record(size_t key, std::span<const int64_t> items, std::span<const int64_t> busy_ns);
 
  private:
   int n_threads_;
