@@ -172,9 +172,8 @@ void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, s
     grain_ = std::max<int64_t>(0, grain);
     done_items_ = done_items.empty() ? nullptr : done_items.data();
     if (grain_ > 0) {
-      for (int s = 0; s < n_threads_; ++s) {
-        shares_[static_cast<size_t>(s)].range.store(pack_range(cuts[static_cast<size_t>(s)], std::max(cuts[static_cast<size_t>(s)], cuts[static_cast<size_t>(s) + 1])),
-                                                    std::memory_order_relaxed);
+      for (size_t s = 0; s < shares_.size(); ++s) {
+        shares_[s].range.store(pack_range(cuts[s], std::max(cuts[s], cuts[s + 1])), std::memory_order_relaxed);
       }
     }
     start_ = std::chrono::steady_clock::now();
