@@ -150,7 +150,8 @@ void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, s
   if (cuts.size() != static_cast<size_t>(n_threads_) + 1 || (!prefetch.empty() && prefetch.size() + 1 != cuts.size()) ||
       (!busy_ns.empty() && busy_ns.size() + 1 != cuts.size()) ||
       (!done_items.empty() && done_items.size() + 1 != cuts.size())) {
-    std::fprintf(stderr, "ThreadPool::parallel_split: %zu cuts for %d threads\n", cuts.size(), n_threads_);
+    std::fprintf(stderr, "ThreadPool::parallel_split: %zu cuts (and prefetch %zu, busy_ns %zu, done_items %zu) for %d threads\n",
+                 cuts.size(), prefetch.size(), busy_ns.size(), done_items.size(), n_threads_);
     std::abort();
   }
   if (workers_.empty()) {
@@ -160,8 +161,11 @@ void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, s
     if (!done_items.empty()) done_items[0] = std::max<int64_t>(0, cuts[1] - cuts[0]);
     return;
   }
-  // Shares are taken in grains only where their bounds fit the packed ranges.
-  if (cuts.front() < 0 || cuts.back() > int64_t{0xffffffff}) grain = 0;
+  // Shares are taken in grains only where every bound fits the packed ranges (and a grain
+  // past them is a share each).
+  constexpr int64_t kMaxPacked = 0xffffffff;
+  if (std::any_of(cuts.begin(), cuts.end(), [](int64_t c) { return c < 0 || c > kMaxPacked; })) grain = 0;
+  grain = std::clamp<int64_t>(grain, 0, kMaxPacked);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
@@ -169,7 +173,7 @@ void ThreadPool::parallel_split(std::span<const int64_t> cuts, SlotRangeFn fn, s
     cuts_ = cuts.data();
     prefetch_ = prefetch.empty() ? nullptr : prefetch.data();
     busy_ns_ = busy_ns.empty() ? nullptr : busy_ns.data();
-    grain_ = std::max<int64_t>(0, grain);
+    grain_ = grain;
     done_items_ = done_items.empty() ? nullptr : done_items.data();
     if (grain_ > 0) {
       for (size_t s = 0; s < shares_.size(); ++s) {

@@ -69,10 +69,10 @@ class ThreadPool {
     const void* p = nullptr;
     int64_t bytes = 0;
   };
-  // Runs fn over slot s's share [cuts[s], cuts[s + 1]) on slot s (cuts: n_threads() + 1
-  // ascending bounds; an empty share is skipped), for loops that stream memory once: one
-  // contiguous share per thread is one stream for the prefetchers. With grain = 0 a share is
-  // one call. With grain > 0 a slot runs its share grain items at a time from the front, then
+  // Runs fn over every slot's share [cuts[s], cuts[s + 1]) (cuts: n_threads() + 1 ascending
+  // bounds; an empty share is skipped), for loops that stream memory once: one contiguous share
+  // per thread is one stream for the prefetchers. With grain = 0 a share is one call, on its
+  // own slot. With grain > 0 a slot runs its share grain items at a time from the front, then
   // takes grain items at a time from the back of another slot's share while two grains or more
   // are left there: shares sized by the threads' past rates still end apart when a shared
   // host's bandwidth moves under them. A thread done with its part prefetches prefetch[s] (if

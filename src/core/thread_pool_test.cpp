@@ -131,6 +131,24 @@ TEST(ThreadPool, SplitWithAGrainLetsAFreeSlotTakeOverASlowShare) {
   EXPECT_GE(busy[1], 0);
 }
 
+// Bounds past 32 bits cannot be packed: each share is then one call on its own slot, as with no
+// grain (fn touches no memory, so the item numbers can be that large).
+TEST(ThreadPool, SplitBeyond32BitsRunsEachShareWhole) {
+  ThreadPool pool(2);
+  const int64_t big = int64_t{1} << 33;
+  const std::vector<int64_t> cuts = {0, big, big + 100};
+  std::mutex mutex;
+  std::vector<std::pair<int64_t, int64_t>> calls[2];
+  std::vector<int64_t> done(2, -1);
+  pool.parallel_split(cuts, [&](int slot, int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    calls[slot].emplace_back(b, e);
+  }, {}, {}, 10, done);
+  EXPECT_EQ(calls[0], (std::vector<std::pair<int64_t, int64_t>>{{0, big}}));
+  EXPECT_EQ(calls[1], (std::vector<std::pair<int64_t, int64_t>>{{big, big + 100}}));
+  EXPECT_EQ(done, (std::vector<int64_t>{big, 100}));
+}
+
 // Any shares, any grain: every item once, and done_items adds up to them.
 TEST(ThreadPool, SplitWithAGrainRunsEveryItemOnce) {
   for (int n_threads : {1, 2, 3}) {
@@ -152,7 +170,7 @@ TEST(ThreadPool, SplitWithAGrainRunsEveryItemOnce) {
 TEST(ThreadPoolDeathTest, SplitRefusesCutsNotOnePerThread) {
   ThreadPool pool(2);
   const std::vector<int64_t> cuts = {0, 10};
-  EXPECT_DEATH(pool.parallel_split(cuts, [](int, int64_t, int64_t) {}), "2 cuts for 2 threads");
+  EXPECT_DEATH(pool.parallel_split(cuts, [](int, int64_t, int64_t) {}), "2 cuts .* for 2 threads");
 }
 
 }  // namespace

@@ -400,6 +400,24 @@ nlohmann::json bench_rows(const fs::path& model, const std::string& args, size_t
   return rows;
 }
 
+// A decode row's bandwidth is read before every run and after the last: one bound per run.
+TEST(CliBench, EachRunHasItsOwnBandwidthBound) {
+  const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
+  const Output o = run_cli("bench -m " + model.string() + " -p 0 -n 4 -t 1 -r 3 -o json");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto rows = nlohmann::json::parse(o.out);
+  ASSERT_EQ(rows.size(), 1u) << o.out;
+  const auto& bounds = rows[0]["membw_samples_gbps"];
+  ASSERT_EQ(bounds.size(), 3u) << o.out;
+  double sum = 0;
+  for (const auto& b : bounds) {
+    EXPECT_GT(b.get<double>(), 0.0);
+    sum += b.get<double>();
+  }
+  EXPECT_NEAR(rows[0]["membw_gbps"].get<double>(), sum / 3, 1e-9);
+  EXPECT_GT(rows[0]["membw_fraction"].get<double>(), 0.0);
+}
+
 // -p 0 / -n 0 leave out that kind of test, as llama-bench; both 0 is an error, not a crash.
 TEST(CliBench, ZeroLengthsLeaveThatTestOut) {
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");

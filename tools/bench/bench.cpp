@@ -111,7 +111,7 @@ Result<std::vector<double>> timed_runs(int reps, const std::string& label, doubl
                                        Run run) {
   std::vector<double> samples;
   for (int r = -1; r < reps; ++r) {
-    if (r < 0) progress(label + " warm-up");
+    progress(r < 0 ? label + " warm-up" : fmt::format("{} run {}/{}", label, r + 1, reps));
     if (r >= 0 && between) between();
     BITNET_ASSIGN_OR_RETURN(const double seconds, run(r < 0));
     if (r >= 0) samples.push_back(n_tokens / seconds);

@@ -46,11 +46,13 @@ double Row::gbps() const { return gbps_at(avg_ts()); }
 double Row::bw_fraction() const {
   if (!membw_samples.empty() && membw_samples.size() == samples_ts.size()) {
     double sum = 0.0;
+    int n = 0;
     for (size_t i = 0; i < samples_ts.size(); ++i) {
-      if (membw_samples[i] <= 0) return 0.0;
+      if (membw_samples[i] <= 0) continue;  // no reading beside that run
       sum += gbps_at(samples_ts[i]) / membw_samples[i];
+      ++n;
     }
-    return sum / static_cast<double>(samples_ts.size());
+    if (n > 0) return sum / n;
   }
   return membw_gbps > 0 ? gbps() / membw_gbps : 0.0;
 }

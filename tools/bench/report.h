@@ -48,7 +48,8 @@ struct Row {
   // test's n_gen tokens after n_depth attend to n_depth + (n_gen + 1) / 2).
   double gbps() const;
   // The fraction of the bound that decode read: the mean over the runs of each run's GB/s over
-  // its own bound where membw_samples has one per run, else gbps() / membw_gbps (0: no bound).
+  // its own bound where membw_samples has one per run (runs without one left out), else
+  // gbps() / membw_gbps (0: no bound). Not gbps() / membw_gbps when the runs' bounds differ.
   double bw_fraction() const;
 
  private:

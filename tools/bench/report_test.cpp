@@ -104,6 +104,8 @@ TEST(BenchReport, EachRunIsComparedWithItsOwnBound) {
   r.membw_samples = {20.0, 20.5, 20.9};  // within 5%: the mean alone
   r.membw_gbps = 20.4;
   EXPECT_NE(format_rows({r}, "md").find("% of 20.4 |"), std::string::npos) << format_rows({r}, "md");
+  r.membw_samples = {20.0, 0.0, 40.0};  // a run without a reading beside it is left out
+  EXPECT_DOUBLE_EQ(r.bw_fraction(), (0.5 + 0.35) / 2);
   r.membw_samples = {20.0};  // not one per run: the averages' ratio
   EXPECT_DOUBLE_EQ(r.bw_fraction(), 12.0 / 20.4);
   r.membw_samples.clear();

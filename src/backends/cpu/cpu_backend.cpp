@@ -587,6 +587,8 @@ constexpr int64_t kWaitPrefetchBytes = 256 << 10;
 // Zen 4 threads the shares' ends were 5% of a decode token's time apart (the head's 8.5 ms loop
 // 0.37 ms of it); taking each other's ends in grains of 1 MB made 2B-4T decode take 0.967-1.000
 // of the time (256 KB: 0.993-1.010), and 0.988 with another process busy on one of the cores.
+// A share is taken from only while two grains are left in it: on two threads, of 2B-4T's loops
+// only the head's and gate/up's (7 MB) shares are that large.
 constexpr int64_t kSplitGrainBytes = 1 << 20;
 constexpr int64_t kSplitGrainItems = 4;
 

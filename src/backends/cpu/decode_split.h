@@ -1,6 +1,7 @@
 // How a decode step's matmul loops are split between the threads: one contiguous share of the
-// rows per thread (one memory stream each), sized by the rate each thread reached on the same
-// loop in earlier steps. Threads that stream the same bytes do not finish together: the one
+// rows per thread (one memory stream each; ThreadPool::parallel_split lets a thread take over
+// the end of another's), sized by the rate each thread reached on the same loop in earlier
+// steps. Threads that stream the same bytes do not finish together: the one
 // that started later (a worker woken by the caller), or that found less of its share already
 // prefetched, is slower; an even split makes the others wait for it at every loop.
 #pragma once

@@ -309,18 +309,16 @@ T5TokenAct t5_act(const CpuWeight& w, const Q8Rows& x) {
   return {q, a.block_sum.data()};
 }
 
-// How far ahead of the vector being read decode prefetches its codes (the row groups follow one
-// another in memory, so this runs on into the next): as in the AVX2 set, one core's demand
-// misses alone leave it short of the memory's bandwidth. 8 KB, or 4 KB on Zen 4
-// (t5_decode_prefetch_bytes, kernels_avx512vnni.h).
-
 // The native tiles' distance (rounded up to whole row groups in t5_tile). A batched decode step
 // of 8 sequences, distances alternating step by step in one process (a throwaway harness):
 // 16 KB took 0.973-0.994 of 8 KB's time, 32 KB 0.992-1.002.
 constexpr int64_t kT5TilePrefetchBytes = 16384;
 
 // Prefetches rows 0 .. R-1 of the T5 vector `ahead` bytes past c (one line per row). Inlined
-// by force: GCC 12 drops calls to a function whose only effects are prefetches.
+// by force: GCC 12 drops calls to a function whose only effects are prefetches. Decode runs
+// `ahead` past the vector being read (the row groups follow one another in memory, so this runs
+// on into the next): as in the AVX2 set, one core's demand misses alone leave it short of the
+// memory's bandwidth. 8 KB, or 4 KB on Zen 4 (t5_decode_prefetch_bytes, kernels_avx512vnni.h).
 template <int R>
 [[gnu::always_inline]] inline void prefetch_t5_ahead(const uint8_t* c, int64_t ahead) {
   for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + ahead + r * kT5VectorBytes), _MM_HINT_T0);
