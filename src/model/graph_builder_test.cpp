@@ -104,7 +104,9 @@ TEST(Graph, Qwen3NormsEachHeadOfQAndKBeforeRope) {
   EXPECT_EQ(attention_prefix(g), (std::vector<K>{K::kRmsNorm, K::kMatmul, K::kMatmul, K::kMatmul, K::kRmsNorm, K::kRmsNorm}));
   // Queries and the attention output are n_head * 96 = 384 wide, not n_embd = 256.
   for (const hal::Op& op : g.ops) {
-    if (op.kind == hal::OpKind::kAttention) EXPECT_EQ(g.acts[static_cast<size_t>(op.dst)].n_cols, 384);
+    if (op.kind == hal::OpKind::kAttention) {
+      EXPECT_EQ(g.acts[static_cast<size_t>(op.dst)].n_cols, 384);
+    }
   }
 }
 

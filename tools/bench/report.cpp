@@ -155,14 +155,20 @@ nlohmann::ordered_json to_json(const Row& r) {
           {"peak_rss_bytes", r.peak_rss_bytes}};
 }
 
+// Built by appending, as the CSV below.
 std::string csv_field(const nlohmann::ordered_json& v) {
-  if (v.is_string()) return "\"" + v.get<std::string>() + "\"";
-  if (v.is_array()) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : " ") + x.dump();
-    return "\"" + s + "\"";
+  if (!v.is_string() && !v.is_array()) return v.dump();
+  std::string s = "\"";
+  if (v.is_string()) {
+    s += v.get<std::string>();
+  } else {
+    for (const auto& x : v) {
+      if (s.size() > 1) s += ' ';
+      s += x.dump();
+    }
   }
-  return v.dump();
+  s += '"';
+  return s;
 }
 
 }  // namespace
@@ -174,12 +180,17 @@ std::string format_rows(const std::vector<Row>& rows, const std::string& format)
   if (format == "json") return all.dump(2) + "\n";
   std::string out;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (i == 0) {
-      for (auto it = all[0].begin(); it != all[0].end(); ++it) out += (it == all[0].begin() ? "" : ",") + it.key();
-      out += "\n";
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on "," + std::string.
+    for (auto it = all[i].begin(); i == 0 && it != all[0].end(); ++it) {
+      if (it != all[0].begin()) out += ',';
+      out += it.key();
     }
-    for (auto it = all[i].begin(); it != all[i].end(); ++it) out += (it == all[i].begin() ? "" : ",") + csv_field(it.value());
-    out += "\n";
+    if (i == 0) out += '\n';
+    for (auto it = all[i].begin(); it != all[i].end(); ++it) {
+      if (it != all[i].begin()) out += ',';
+      out += csv_field(it.value());
+    }
+    out += '\n';
   }
   return out;
 }

@@ -593,7 +593,8 @@ bool quantize_q8_K_block(const float* x, uint8_t* dst) {
 }
 
 void store_fp16(uint8_t* dst, float v) {
-  const uint16_t h = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);  // as core/fp16.h's fp32_to_fp16
+  // As core/fp16.h's fp32_to_fp16 (vcvtps2ph; clang's _cvtss_sh is a C compound literal).
+  const auto h = static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT), 0));
   std::memcpy(dst, &h, 2);
 }
 
