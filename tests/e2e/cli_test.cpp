@@ -384,10 +384,10 @@ TEST(CliBench, JsonHasOneRowPerHeadThreadsAndTest) {
   EXPECT_LT(q8_size, f16_size);
 }
 
-// `bitnet bench -m MODEL ARGS -t 1 -r 1 -o json`: its rows, or an empty array (and a failure)
+// `bitnet bench -m MODEL ARGS -t 1 -r REPS -o json`: its rows, or an empty array (and a failure)
 // when it fails or gives another number of rows than n_rows.
-nlohmann::json bench_rows(const fs::path& model, const std::string& args, size_t n_rows) {
-  const Output o = run_cli("bench -m " + model.string() + " " + args + " -t 1 -r 1 -o json");
+nlohmann::json bench_rows(const fs::path& model, const std::string& args, size_t n_rows, int reps = 1) {
+  const Output o = run_cli("bench -m " + model.string() + " " + args + " -t 1 -r " + std::to_string(reps) + " -o json");
   if (o.exit_code != 0) {
     ADD_FAILURE() << args << ": exit " << o.exit_code << ": " << o.err;
     return nlohmann::json::array();
@@ -403,12 +403,10 @@ nlohmann::json bench_rows(const fs::path& model, const std::string& args, size_t
 // A decode row's bandwidth is read before every run and after the last: one bound per run.
 TEST(CliBench, EachRunHasItsOwnBandwidthBound) {
   const fs::path model = synth("tiny-i2_s.gguf", "i2_s");
-  const Output o = run_cli("bench -m " + model.string() + " -p 0 -n 4 -t 1 -r 3 -o json");
-  ASSERT_EQ(o.exit_code, 0) << o.err;
-  const auto rows = nlohmann::json::parse(o.out);
-  ASSERT_EQ(rows.size(), 1u) << o.out;
+  const auto rows = bench_rows(model, "-p 0 -n 4", 1, 3);
+  ASSERT_EQ(rows.size(), 1u);
   const auto& bounds = rows[0]["membw_samples_gbps"];
-  ASSERT_EQ(bounds.size(), 3u) << o.out;
+  ASSERT_EQ(bounds.size(), 3u) << rows.dump();
   double sum = 0;
   for (const auto& b : bounds) {
     EXPECT_GT(b.get<double>(), 0.0);

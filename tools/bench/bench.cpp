@@ -200,9 +200,8 @@ double measure_bandwidth(int n_threads, uint64_t& peak, size_t bytes = size_t{1}
 // and a run of only GPU rows never measures the host.
 class BandwidthProbe {
  public:
-  BandwidthProbe(const Row& row, uint64_t& peak) : n_threads_(row.n_threads), peak_(peak) {
-    active_ = row.n_gen > 0 && !row.device_peak;
-  }
+  BandwidthProbe(const Row& row, uint64_t& peak)
+      : n_threads_(row.n_threads), peak_(peak), active_(row.n_gen > 0 && !row.device_peak) {}
   Between between() {
     if (!active_) return {};
     return [this] { readings_.push_back(measure_bandwidth(n_threads_, peak_, size_t{256} << 20, 4)); };
@@ -218,7 +217,7 @@ class BandwidthProbe {
  private:
   int n_threads_;
   uint64_t& peak_;
-  bool active_ = false;
+  const bool active_;  // a decode row on the host
   std::vector<double> readings_;
 };
 

@@ -155,7 +155,7 @@ nlohmann::ordered_json to_json(const Row& r) {
           {"peak_rss_bytes", r.peak_rss_bytes}};
 }
 
-// Built by appending, as the CSV below.
+// Built by appending: GCC 12 warns (-Wrestrict, a false positive) on "\"" + std::string.
 std::string csv_field(const nlohmann::ordered_json& v) {
   if (!v.is_string() && !v.is_array()) return v.dump();
   std::string s = "\"";
@@ -179,18 +179,17 @@ std::string format_rows(const std::vector<Row>& rows, const std::string& format)
   for (const Row& r : rows) all.push_back(to_json(r));
   if (format == "json") return all.dump(2) + "\n";
   std::string out;
-  for (size_t i = 0; i < all.size(); ++i) {
-    // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on "," + std::string.
-    for (auto it = all[i].begin(); i == 0 && it != all[0].end(); ++it) {
-      if (it != all[0].begin()) out += ',';
-      out += it.key();
-    }
-    if (i == 0) out += '\n';
-    for (auto it = all[i].begin(); it != all[i].end(); ++it) {
-      if (it != all[i].begin()) out += ',';
-      out += csv_field(it.value());
+  // One line of a row's keys or values (appended, as csv_field).
+  const auto add_line = [&out](const nlohmann::ordered_json& row, bool keys) {
+    for (auto it = row.begin(); it != row.end(); ++it) {
+      if (it != row.begin()) out += ',';
+      out += keys ? it.key() : csv_field(it.value());
     }
     out += '\n';
+  };
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i == 0) add_line(all[0], true);
+    add_line(all[i], false);
   }
   return out;
 }

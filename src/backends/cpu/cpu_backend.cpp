@@ -695,7 +695,7 @@ void CpuBackend::matmul(const hal::Graph& graph, std::span<const hal::Op> ops, s
     split_.cuts(key, n_items, cuts_);
     if (!next.empty()) set_wait_prefetch(next, graph.acts[static_cast<size_t>(next[0].a)].n_rows);
     int64_t weight_bytes = 0;
-    for (const Part& p : parts) weight_bytes += static_cast<int64_t>(p.w->is_ternary() ? p.w->ternary.packed.size() : p.w->raw.size());
+    for (const Part& p : parts) weight_bytes += static_cast<int64_t>(p.w->read_bytes());
     const int64_t grain = std::max<int64_t>(kSplitGrainItems, kSplitGrainBytes * n_items / std::max<int64_t>(1, weight_bytes) /
                                                                   kSplitGrainItems * kSplitGrainItems);
     pool_.parallel_split(cuts_, [&](int, int64_t i0, int64_t i1) { run(i0, i1); },
