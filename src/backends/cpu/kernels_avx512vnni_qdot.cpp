@@ -444,6 +444,25 @@ class Q6_KUnpacker {
   __m512i scale_index_[2];
 };
 
+// A lane-order block's 4 code vectors (positions 64i .. 64i+63) from its three planes
+// (q6_K_lanes.h): vectors 0-2 are the planes' low 6 bits; vector 3 takes its bit pairs from
+// bits 6-7 of planes 0, 1, 2, moved down by 16-bit shifts of 6, 4 and 2 and selected into bits
+// 0-1, 2-3 and 4-5 (plane 2 masked first, so its shift leaves bits 6-7 clear; the other
+// shifts' carries from the word's high byte land in bits the selects drop).
+[[gnu::always_inline]] inline void q6_K_lanes_codes(const uint8_t* blk, __m512i u[4]) {
+  const __m512i low6 = _mm512_set1_epi8(0x3f);
+  const __m512i z0 = _mm512_loadu_si512(blk), z1 = _mm512_loadu_si512(blk + 64), z2 = _mm512_loadu_si512(blk + 128);
+  u[0] = _mm512_and_si512(z0, low6);
+  u[1] = _mm512_and_si512(z1, low6);
+  u[2] = _mm512_and_si512(z2, low6);
+  const __m512i bits01 = _mm512_srli_epi16(z0, 6);
+  const __m512i bits23 = _mm512_srli_epi16(z1, 4);
+  const __m512i bits45 = _mm512_srli_epi16(_mm512_andnot_si512(low6, z2), 2);
+  constexpr int kSelect = 0xca;  // a ? b : c, bit by bit
+  const __m512i bits03 = _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x03), bits01, bits23, kSelect);
+  u[3] = _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x0f), bits03, bits45, kSelect);
+}
+
 // The exact int32 sum of block w against one token's Q8_K block act, spread over 16 lanes.
 [[gnu::always_inline]] inline __m512i q6_K_isum(const Q6_KBlock& w, const uint8_t* act) {
   __m512i isum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(load256(act + 260)), w.neg32_sc);
@@ -530,15 +549,14 @@ struct Q6_KTileRows {
   float d[R];
   [[gnu::always_inline]] Q6_KTileRows(const Q6_KUnpacker& unpack, const uint8_t* const blk[R]) {
     for (int r = 0; r < R; ++r) {
-      const Q6_KBlock wb = unpack(blk[r]);
       scale[r] = _mm512_cvtepi8_epi32(load128(blk[r] + 192));
+      d[r] = fp16(blk[r] + 208);
       if constexpr (kLanes) {
-        for (int i = 0; i < 4; ++i) u[r][i] = wb.u[i];
+        q6_K_lanes_codes(blk[r], u[r]);
       } else {
-        transpose_dwords4(wb.u, u[r]);
+        transpose_dwords4(unpack(blk[r]).u, u[r]);
         scale[r] = _mm512_permutexvar_epi32(q6_K_lane_sub_blocks(), scale[r]);
       }
-      d[r] = wb.d;
     }
   }
 };
@@ -673,7 +691,10 @@ void tile_rows_q6_K(int64_t n, const uint8_t* w, int64_t w_row_bytes, int64_t n_
 // scales: the block's exact int32 sum, as dot_q6_K's, and the same float step per block, so
 // the two row dots agree bit for bit. No scale permutes (the file's scale bytes are already
 // in lane order), no transposes in the tile (tile_q6_K<..., true>). One Zen 4 core, in L2:
-// 29.5-30.4 -> 32.1-32.6 GB/s against the file order's row dot (docs/performance.md).
+// 29.5-30.4 -> 32.1-32.6 GB/s against the file order's row dot (docs/performance.md). The
+// codes unpacked from three planes (q6_K_lanes_codes, 9 instructions a block where ggml's
+// nibbles and bit pairs take 20): 32.4-33.1 -> 33.3-35.4 GB/s in L2, 26.9-29.6 -> 27.5-31.2
+// streamed; the 8-token tile no faster (it is not bound by its unpacking).
 
 // The row dot; kLanes: of a row and activations in lane order (above).
 template <int Locality, bool kLanes>
@@ -683,17 +704,18 @@ float dot_q6_K(int64_t n, const uint8_t* w, const uint8_t* a) {
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* blk = w + b * 210;
     prefetch_q6_K_ahead<Locality>(blk);  // decode streams the head from memory
-    const Q6_KBlock wb = unpack(blk);
     const uint8_t* act = a + b * 292;
     int32_t isum;
     if constexpr (kLanes) {
+      __m512i u[4];
+      q6_K_lanes_codes(blk, u);
       __m512i s = q6_K_lanes_start(act);
-      for (int i = 0; i < 4; ++i) s = _mm512_dpbusd_epi32(s, wb.u[i], _mm512_loadu_si512(act + 4 + 64 * i));
+      for (int i = 0; i < 4; ++i) s = _mm512_dpbusd_epi32(s, u[i], _mm512_loadu_si512(act + 4 + 64 * i));
       isum = _mm512_reduce_add_epi32(_mm512_mullo_epi32(s, _mm512_cvtepi8_epi32(load128(blk + 192))));
     } else {
-      isum = _mm512_reduce_add_epi32(q6_K_isum(wb, act));
+      isum = _mm512_reduce_add_epi32(q6_K_isum(unpack(blk), act));
     }
-    acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(wb.d * load_f32(act)), acc);
+    acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), isum), _mm_set_ss(fp16(blk + 208) * load_f32(act)), acc);
   }
   return _mm_cvtss_f32(acc);
 }

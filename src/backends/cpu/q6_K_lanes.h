@@ -1,10 +1,16 @@
 // Q6_K weights in sub-block-lane order, the order the AVX-512 VNNI set's Q6_K kernels read
-// (KernelSet::q6_K_lanes_dot). A block keeps ggml's bytes (ql, qh, the 16 int8 scales, d); only
-// the places of its 256 codes move: the code at position 64i + 4p + k (i < 4, p < 16, k < 4;
-// ql/qh as ggml lays out element 64i + 4p + k) is element 16p + 4i + k. Unpacked as the file's
-// order is (4 vectors of 64 codes), lane p of every vector then holds 4 codes of sub-block p,
-// so one accumulator per block takes all 4 vpdpbusd and one vpmulld applies the 16 scales.
-// The Q8_K activations go in the same order (q8_K_block_to_lanes), their d and bsums unchanged.
+// (KernelSet::q6_K_lanes_dot). A block keeps ggml's size and its scales and d where ggml has
+// them (bytes 192-207, 208-209); its 256 codes move in two ways.
+// - Places: the code at position 64i + 4p + k (i < 4, p < 16, k < 4) is element 16p + 4i + k.
+//   Unpacked as 4 vectors of 64 positions, lane p of every vector then holds 4 codes of
+//   sub-block p, so one accumulator per block takes all 4 vpdpbusd and one vpmulld applies
+//   the 16 scales.
+// - Bytes: three planes of 64 bytes replace ggml's ql and qh. Byte x of plane j (j < 3) holds
+//   the code at position 64j + x in bits 0-5 and bits 2j, 2j+1 of the code at position 192 + x
+//   in bits 6-7. Unpacking takes 9 byte operations per block (a mask per plane, then the
+//   fourth vector's three bit pairs shifted and selected into place) where ggml's nibbles and
+//   bit pairs take 20.
+// The Q8_K activations go in the same places (q8_K_block_to_lanes), their d and bsums unchanged.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <random>
 #include <vector>
@@ -54,6 +55,26 @@ TEST(Q6_KLanes, RepackedRowsDequantizeToTheSameValues) {
   EXPECT_NE(lanes, w);
   dequantize_q6_K_lanes_row(lanes.data(), n, got.data());
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
+}
+
+TEST(Q6_KLanes, PlanesHoldSixBitsAndAPairOfTheFourthVector) {
+  std::mt19937 rng(11);
+  const auto w = quantized(GgmlType::kQ6_K, test::random_floats(256, rng));
+  uint8_t codes[256];
+  quant::q6_K_codes(w.data(), codes);  // by element
+  const auto lanes = to_lanes(w);
+  const auto code_at = [&](int pos) { return codes[q6_K_lane_element(pos)]; };
+  int high_bits_set = 0;
+  for (int j = 0; j < 3; ++j) {
+    for (int x = 0; x < 64; ++x) {
+      const uint8_t b = lanes[static_cast<size_t>(64 * j + x)];
+      EXPECT_EQ(b & 63, code_at(64 * j + x)) << "plane " << j << " byte " << x;
+      EXPECT_EQ(b >> 6, code_at(192 + x) >> (2 * j) & 3) << "plane " << j << " byte " << x;
+      high_bits_set += b >> 6 != 0;
+    }
+  }
+  EXPECT_GT(high_bits_set, 0);
+  EXPECT_TRUE(std::equal(lanes.begin() + 192, lanes.end(), w.begin() + 192));  // scales, d
 }
 
 class Q6_KLanesDot : public test::EverySet {};
