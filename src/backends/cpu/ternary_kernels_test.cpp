@@ -356,29 +356,41 @@ TEST(TernaryLayout, CorruptCodesAreAnErrorInEveryChunk) {
 // reads it to the bits it reads the 2-bit layout to (random and extreme codes and activations).
 TEST(TernaryT5, BytesHoldTheCodesWhereTheLayoutSays) {
   std::mt19937 rng(3);
-  for (int64_t n_cols : {128, 384, 1280, 1408, 6912}) {
-    const int64_t n_rows = 6;
-    const auto codes = test::random_codes(n_rows * n_cols, rng);
-    const auto file = test::ternary_file(GgmlType::kI2_S, codes, {0.5f}, n_cols, n_rows);
-    const CpuWeight w = test::prepare(file, kT5Rows, TernaryLayout::k5Trit);
-    ASSERT_EQ(w.ternary.layout, TernaryLayout::k5Trit);
-    const int64_t n_vec = t5_vectors(n_cols);
-    ASSERT_EQ(w.ternary.packed.size(), static_cast<size_t>(2 * kT5Rows * n_vec * kT5VectorBytes));
-    std::vector<int> seen(static_cast<size_t>(n_cols), 0);
-    for (int64_t r = 0; r < 8; ++r) {
-      for (int64_t u = 0; u < n_vec; ++u) {
-        for (int64_t j = 0; j < kT5VectorBytes; ++j) {
-          unsigned m = w.ternary.packed[static_cast<size_t>(((r / 4 * n_vec + u) * 4 + r % 4) * kT5VectorBytes + j)];
-          for (int i = 0; i < 5; ++i, m = (3 * m) & 255) {
-            const int64_t col = t5_column(n_cols, u, i, j);
-            const unsigned want = r < n_rows && col >= 0 ? codes[static_cast<size_t>(r * n_cols + col)] : 1u;
-            ASSERT_EQ((3 * m) >> 8, want) << "n_cols " << n_cols << " row " << r << " vector " << u << " byte " << j;
-            if (r == 0 && col >= 0) ++seen[static_cast<size_t>(col)];
+  for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0}) {  // both read straight from their bit pairs
+    for (int64_t n_cols : {128, 384, 1280, 1408, 6912}) {
+      if (type == GgmlType::kTQ2_0 && n_cols % 256 != 0) continue;
+      SCOPED_TRACE(std::string(ggml_type_name(type)));
+      const int64_t n_rows = 6;
+      const auto codes = test::random_codes(n_rows * n_cols, rng);
+      const auto scales = test::random_scales(type, n_rows * n_cols, rng);
+      const auto file = test::ternary_file(type, codes, scales, n_cols, n_rows);
+      const CpuWeight w = test::prepare(file, kT5Rows, TernaryLayout::k5Trit);
+      ASSERT_EQ(w.ternary.layout, TernaryLayout::k5Trit);
+      const int64_t n_blocks = n_cols / w.ternary.scale_block;
+      for (int64_t r = 0; r < 8; ++r) {
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          const float want = r >= n_rows ? 0.0f : scales[static_cast<size_t>(scales.size() == 1 ? 0 : r * n_blocks + b)];
+          ASSERT_EQ(w.ternary.scales[w.ternary.scale_index(r, b, n_blocks)], want) << "row " << r << " block " << b;
+        }
+      }
+      const int64_t n_vec = t5_vectors(n_cols);
+      ASSERT_EQ(w.ternary.packed.size(), static_cast<size_t>(2 * kT5Rows * n_vec * kT5VectorBytes));
+      std::vector<int> seen(static_cast<size_t>(n_cols), 0);
+      for (int64_t r = 0; r < 8; ++r) {
+        for (int64_t u = 0; u < n_vec; ++u) {
+          for (int64_t j = 0; j < kT5VectorBytes; ++j) {
+            unsigned m = w.ternary.packed[static_cast<size_t>(((r / 4 * n_vec + u) * 4 + r % 4) * kT5VectorBytes + j)];
+            for (int i = 0; i < 5; ++i, m = (3 * m) & 255) {
+              const int64_t col = t5_column(n_cols, u, i, j);
+              const unsigned want = r < n_rows && col >= 0 ? codes[static_cast<size_t>(r * n_cols + col)] : 1u;
+              ASSERT_EQ((3 * m) >> 8, want) << "n_cols " << n_cols << " row " << r << " vector " << u << " byte " << j;
+              if (r == 0 && col >= 0) ++seen[static_cast<size_t>(col)];
+            }
           }
         }
       }
+      for (int64_t c = 0; c < n_cols; ++c) ASSERT_EQ(seen[static_cast<size_t>(c)], 1) << "column " << c;
     }
-    for (int64_t c = 0; c < n_cols; ++c) ASSERT_EQ(seen[static_cast<size_t>(c)], 1) << "column " << c;
   }
 }
 

@@ -54,45 +54,75 @@ bool has_code_3(const uint8_t* p) {
   return any != 0;
 }
 
+// Where group g of row r of an I2_S or TQ2_0 tensor lies in the file: I2_S, 32 bytes per
+// group, rows after rows; TQ2_0, one 66-byte block per two groups (64 code bytes, then d).
+const uint8_t* file_group(const hal::WeightDesc& d, int64_t n_groups, int64_t r, int64_t g) {
+  return d.type == GgmlType::kTQ2_0
+             ? d.bytes.data() + (r * n_groups + g) / 2 * quant::kTq2_0BlockBytes + g % 2 * kGroupBytes
+             : d.bytes.data() + (r * n_groups + g) * kGroupBytes;
+}
+
+// The n_blocks scales of row r of an I2_S or TQ2_0 tensor (I2_S: its one scale n_blocks times;
+// TQ2_0: each block's fp16 d, after its 64 code bytes).
+void file_row_scales(const hal::WeightDesc& d, int64_t n_rows, int64_t n_cols, int64_t r, int64_t n_blocks,
+                     float* out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if (d.type == GgmlType::kTQ2_0) {
+      uint16_t half;
+      std::memcpy(&half, d.bytes.data() + (r * n_blocks + b) * quant::kTq2_0BlockBytes + 2 * kGroupBytes, 2);
+      out[b] = fp16_to_fp32(half);
+    } else {
+      std::memcpy(&out[b], d.bytes.data() + n_rows * n_cols / 4, 4);
+    }
+  }
+}
+
+// The codes (0..3) of row r of an I2_S or TQ2_0 tensor in column order: byte p of a group holds
+// columns p, p+32, p+64, p+96 (I2_S: in bits 7-6 down to 1-0; TQ2_0: in bits 1-0 up to 7-6,
+// quant/i2s.h). False when a code 3 shows up: the format's decoder then names the element. The
+// loops are plain shifts and masks over 32 bytes, which the compiler vectorizes.
+bool file_row_codes(const hal::WeightDesc& d, int64_t n_cols, int64_t r, uint8_t* codes) {
+  const int64_t n_groups = n_cols / kGroupCols;
+  const bool tq2 = d.type == GgmlType::kTQ2_0;
+  uint8_t code_3 = 0;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* src = file_group(d, n_groups, r, g);
+    uint8_t* c = codes + g * kGroupCols;
+    for (int k = 0; k < 4; ++k) {
+      const int shift = tq2 ? 2 * k : 6 - 2 * k;
+      for (int64_t p = 0; p < kGroupBytes; ++p) {
+        const auto v = static_cast<uint8_t>((src[p] >> shift) & 3);
+        c[32 * k + p] = v;
+        code_3 |= v & (v >> 1);
+      }
+    }
+  }
+  return code_3 == 0;
+}
+
 // I2_S and TQ2_0 files hold the repacked code bytes already (TQ2_0 with each byte's bit pairs
 // reversed, quant/i2s.h): rows [r0, r1) are copied group by group without decoding, with their
-// scales (I2_S: the f32 after all n/4 code bytes; TQ2_0: each 66-byte block's fp16 d after its
-// 64 code bytes). False, with nothing to trust in `t`, when a code 3 shows up: the format's
-// decoder then names the element. Row r lands at row r - first_row of `t`.
+// scales (file_row_scales). False, with nothing to trust in `t`, when a code 3 shows up: the
+// format's decoder then names the element. Row r lands at row r - first_row of `t`.
 bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t r0, int64_t r1,
                      TernaryWeights& t, int64_t first_row = 0) {
-  static const std::array<uint8_t, 256> kReversed = [] {
-    std::array<uint8_t, 256> table{};
-    for (int b = 0; b < 256; ++b) table[static_cast<size_t>(b)] = quant::reverse_bit_pairs(static_cast<uint8_t>(b));
-    return table;
-  }();
   const int64_t n_groups = n_cols / kGroupCols;
   const int64_t n_blocks = n_cols / t.scale_block;
   const bool tq2 = d.type == GgmlType::kTQ2_0;
+  std::vector<float> scales(static_cast<size_t>(n_blocks));
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t g = 0; g < n_groups; ++g) {
-      // I2_S: 32 bytes per group, rows after rows. TQ2_0: one block per two groups.
-      const uint8_t* src = tq2 ? d.bytes.data() + (r * n_groups + g) / 2 * quant::kTq2_0BlockBytes + g % 2 * kGroupBytes
-                               : d.bytes.data() + (r * n_groups + g) * kGroupBytes;
+      const uint8_t* src = file_group(d, n_groups, r, g);
       if (has_code_3(src)) return false;
       uint8_t* dst = t.packed.data() + t.group_offset(r - first_row, g, n_groups);
       if (tq2) {
-        for (int64_t j = 0; j < kGroupBytes; ++j) dst[j] = kReversed[src[j]];
+        for (int64_t j = 0; j < kGroupBytes; ++j) dst[j] = quant::reverse_bit_pairs(src[j]);
       } else {
         std::memcpy(dst, src, kGroupBytes);
       }
     }
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      float scale;
-      if (tq2) {
-        uint16_t half;
-        std::memcpy(&half, d.bytes.data() + (r * n_blocks + b) * quant::kTq2_0BlockBytes + 2 * kGroupBytes, 2);
-        scale = fp16_to_fp32(half);
-      } else {
-        std::memcpy(&scale, d.bytes.data() + n_rows * n_cols / 4, 4);
-      }
-      t.scales[t.scale_index(r - first_row, b, n_blocks)] = scale;
-    }
+    file_row_scales(d, n_rows, n_cols, r, n_blocks, scales.data());
+    for (int64_t b = 0; b < n_blocks; ++b) t.scales[t.scale_index(r - first_row, b, n_blocks)] = scales[static_cast<size_t>(b)];
   }
   return true;
 }
@@ -164,27 +194,20 @@ Status repack_t5_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_
   const int64_t r1 = std::min(n_rows, rg1 * kT5Rows);
   const int64_t n_vec = t5_vectors(n_cols);
   const int64_t n_blocks = n_cols / t.scale_block;
-  const int64_t n_groups = n_cols / kGroupCols;
   const auto vectors_of = [&](int64_t r) {
     return t.packed.data() + ((r / kT5Rows * n_vec) * kT5Rows + r % kT5Rows) * kT5VectorBytes;
   };
   if (d.type == GgmlType::kI2_S || d.type == GgmlType::kTQ2_0) {
-    // One row at a time into a 1-row 2-bit TernaryWeights, then unpacked to codes.
-    TernaryWeights one;
-    one.rows_per_group = 1;
-    one.scale_block = t.scale_block;
-    one.packed.resize(static_cast<size_t>(n_cols / 4));
-    one.scales.resize(static_cast<size_t>(n_blocks));
+    // One row at a time: its codes straight from the file's bytes, then packed.
     std::vector<uint8_t> codes(static_cast<size_t>(n_cols));
+    std::vector<float> scales(static_cast<size_t>(n_blocks));
     bool ok = true;
     for (int64_t r = r0; r < r1; ++r) {
-      ok = copy_code_bytes(d, n_cols, n_rows, r, r + 1, one, r);
+      ok = file_row_codes(d, n_cols, r, codes.data());
       if (!ok) break;
-      for (int64_t g = 0; g < n_groups; ++g) {
-        quant::i2s_unpack_group(one.packed.data() + g * kGroupBytes, codes.data() + g * kGroupCols);
-      }
       t5_pack_row(codes.data(), n_cols, vectors_of(r), kT5Rows * kT5VectorBytes);
-      for (int64_t b = 0; b < n_blocks; ++b) t.scales[t.scale_index(r, b, n_blocks)] = one.scales[static_cast<size_t>(b)];
+      file_row_scales(d, n_rows, n_cols, r, n_blocks, scales.data());
+      for (int64_t b = 0; b < n_blocks; ++b) t.scales[t.scale_index(r, b, n_blocks)] = scales[static_cast<size_t>(b)];
     }
     if (ok) return {};
   }
@@ -244,18 +267,22 @@ Status prepare_ternary(const hal::WeightDesc& d, CpuWeight& w, int32_t rows_per_
   const bool t5 = layout == TernaryLayout::k5Trit && rows_per_group == kT5Rows && t5_fits(w.n_cols, t.scale_block);
   t.layout = t5 ? TernaryLayout::k5Trit : TernaryLayout::k2Bit;
   const int64_t n_row_groups = (w.n_rows + rows_per_group - 1) / rows_per_group;
-  // Padding rows: code 1 (w = 0) in every 2-bit field or T5 position, scale 0.
-  if (t5) {
-    const uint8_t zero[5] = {1, 1, 1, 1, 1};
-    t.packed.assign(static_cast<size_t>(n_row_groups * kT5Rows * t5_vectors(w.n_cols) * kT5VectorBytes), t5_byte(zero));
-  } else {
-    t.packed.assign(static_cast<size_t>(n_row_groups * rows_per_group * w.n_cols / 4), 0x55);
-  }
+  const int64_t group_bytes = t5 ? kT5Rows * t5_vectors(w.n_cols) * kT5VectorBytes : rows_per_group * w.n_cols / 4;
+  // Left unwritten here: the threads that repack the row groups touch their pages first.
+  t.packed.resize(static_cast<size_t>(n_row_groups * group_bytes));
   t.scales.assign(static_cast<size_t>(n_row_groups * rows_per_group * (w.n_cols / t.scale_block)), 0.0f);
+  // Padding rows (in the last row group): code 1 (w = 0) in every 2-bit field or T5 position,
+  // scale 0. The repack writes every byte of the real rows.
+  const uint8_t zero[5] = {1, 1, 1, 1, 1};
+  const uint8_t padding = t5 ? t5_byte(zero) : 0x55;
+  const bool padded = w.n_rows % rows_per_group != 0;
 
   std::mutex mutex;
   Status first_error;
   const auto repack = [&](int64_t rg0, int64_t rg1) {
+    if (padded && rg1 == n_row_groups) {
+      std::memset(t.packed.data() + (n_row_groups - 1) * group_bytes, padding, static_cast<size_t>(group_bytes));
+    }
     Status s = t5 ? repack_t5_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t)
                   : repack_row_groups(d, w.n_cols, w.n_rows, rg0, rg1, t);
     std::lock_guard<std::mutex> lock(mutex);
@@ -337,15 +364,25 @@ namespace {
 
 // A large float weight (the embedding and head, 657 MB in F16 for 2B-4T) is read once per
 // decoded token: it is copied from the file mapping's 4 KB pages onto huge pages (core/
-// huge_pages.h), slice by slice, each slice's mapped pages released once copied, so resident
-// memory never holds both.
-void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w) {
-  constexpr size_t kSlice = size_t{16} << 20;
-  w.owned.reserve(bytes.size());  // filled by the copy itself, not zeroed first
-  for (size_t at = 0; at < bytes.size(); at += kSlice) {
-    const std::span<const uint8_t> slice = bytes.subspan(at, std::min(kSlice, bytes.size() - at));
-    w.owned.insert(w.owned.end(), slice.begin(), slice.end());
-    release_mapped_pages(slice);
+// huge_pages.h), in slices of 16 MB that the pool's threads take in turn (each faulting in, and
+// so zeroing, its own part of the copy), each slice's mapped pages released once copied, so
+// resident memory never holds both.
+void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w, ThreadPool* pool) {
+  constexpr int64_t kSlice = int64_t{16} << 20;
+  w.owned.resize(bytes.size());  // filled by the copy itself, not zeroed first
+  const auto copy = [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      const size_t at = static_cast<size_t>(s * kSlice);
+      const std::span<const uint8_t> slice = bytes.subspan(at, std::min(static_cast<size_t>(kSlice), bytes.size() - at));
+      std::memcpy(w.owned.data() + at, slice.data(), slice.size());
+      release_mapped_pages(slice);
+    }
+  };
+  const int64_t n_slices = (static_cast<int64_t>(bytes.size()) + kSlice - 1) / kSlice;
+  if (pool != nullptr) {
+    pool->parallel_for(n_slices, 1, copy);
+  } else {
+    copy(0, n_slices);
   }
   // The pages that straddle the slices' edges (kept by both slices) go too.
   release_mapped_pages(bytes);
@@ -388,7 +425,7 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_grou
   }
   BITNET_ASSIGN_OR_RETURN(uint64_t row_bytes, ggml_tensor_n_bytes(d.type, w.n_cols));
   w.raw = d.bytes;
-  if (d.file_backed && d.bytes.size() >= kHugeBlockBytes) copy_to_huge_pages(d.bytes, w);
+  if (d.file_backed && d.bytes.size() >= kHugeBlockBytes) copy_to_huge_pages(d.bytes, w, pool);
   w.row_bytes = static_cast<int64_t>(row_bytes);
   // (A one-row weight is read only as the values dequantized below, in the file's order.)
   if (q6_K_lanes && d.type == GgmlType::kQ6_K && !w.owned.empty() && w.n_rows > 1) to_q6_K_lanes(w, pool);

@@ -56,7 +56,7 @@ enum class TernaryLayout : uint8_t {
 // packed[((rg * n_vectors + u) * 4 + i) * 64]; scales as above. Used for scale blocks of 256
 // columns or of a whole row (t5_fits).
 struct TernaryWeights {
-  AlignedVector<uint8_t> packed;  // 64-byte aligned; 2-bit: n_row_groups * rows_per_group * n_cols / 4 bytes;
+  UninitAlignedVector<uint8_t> packed;  // 64-byte aligned; 2-bit: n_row_groups * rows_per_group * n_cols / 4 bytes;
                                 // T5: n_row_groups * 4 * t5_vectors(n_cols) * 64 bytes
   std::vector<float> scales;    // n_row_groups * n_blocks * rows_per_group
   int64_t scale_block = 0;      // a multiple of kGroupCols
@@ -104,7 +104,7 @@ struct CpuWeight {
   int64_t n_cols = 0;            // ne[0]: row length
   int64_t n_rows = 0;            // ne[1] * ne[2] * ne[3]
   std::span<const uint8_t> raw;  // float formats: the file's bytes, or `owned`
-  AlignedVector<uint8_t> owned;  // a large float weight's copy on huge pages (weights.cpp)
+  UninitAlignedVector<uint8_t> owned;  // a large float weight's copy on huge pages (weights.cpp)
   int64_t row_bytes = 0;         // float formats: bytes per row
   TernaryWeights ternary;        // ternary formats
   std::vector<float> values;     // 1-D weights (norms, scales), dequantized at load
