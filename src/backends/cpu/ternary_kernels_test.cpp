@@ -340,15 +340,44 @@ TEST(TernaryLayout, RowGroupsInterleaveTheI2SCodeBytes) {
 }
 
 TEST(TernaryLayout, CorruptCodesAreAnErrorInEveryChunk) {
-  const int64_t n_cols = 128, n_rows = 300;
-  std::vector<uint8_t> bytes(static_cast<size_t>(n_cols * n_rows / 4 + 32), 0x55);
-  bytes[static_cast<size_t>(299 * 32 + 5)] = 0xff;  // code 3 in the last row
-  const hal::WeightDesc d{"blk.0.ffn_up.weight", GgmlType::kI2_S, {n_cols, n_rows, 1, 1}, bytes};
+  const int64_t n_cols = 256, n_rows = 300;
+  std::mt19937 rng(2);
+  for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0}) {
+    auto file = test::ternary_file(type, test::random_codes(n_cols * n_rows, rng),
+                                   test::random_scales(type, n_cols * n_rows, rng), n_cols, n_rows);
+    // Code 3 in the last row: bits 7-6 (I2_S) or 1-0 (TQ2_0) of its third code byte.
+    const int64_t row_bytes = static_cast<int64_t>(file.bytes.size() - (type == GgmlType::kI2_S ? 32 : 0)) / n_rows;
+    file.bytes[static_cast<size_t>(299 * row_bytes + 2)] |= type == GgmlType::kI2_S ? 0xc0 : 0x03;
+    const hal::WeightDesc d{"blk.0.ffn_up.weight", type, {n_cols, n_rows, 1, 1}, file.bytes};
+    ThreadPool pool(2);
+    for (TernaryLayout layout : {TernaryLayout::k2Bit, TernaryLayout::k5Trit}) {
+      const auto w = prepare_weight(d, 4, &pool, layout);
+      ASSERT_FALSE(w.ok()) << ggml_type_name(type);
+      EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << w.status().to_string();
+    }
+  }
+}
+
+// The pool's threads repack row groups chunk by chunk (the last one also fills the padding
+// rows of a partial last group): the same bytes and scales as one thread, in both layouts.
+TEST(TernaryLayout, ThePoolRepacksAsOneThreadDoes) {
+  const int64_t n_cols = 1280, n_rows = 4 * 40 + 3;  // 41 row groups, the last with one row
+  std::mt19937 rng(6);
   ThreadPool pool(2);
-  for (TernaryLayout layout : {TernaryLayout::k2Bit, TernaryLayout::k5Trit}) {
-    const auto w = prepare_weight(d, 4, &pool, layout);
-    ASSERT_FALSE(w.ok());
-    EXPECT_NE(w.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << w.status().to_string();
+  for (GgmlType type : {GgmlType::kI2_S, GgmlType::kTQ2_0}) {
+    const auto file = test::ternary_file(type, test::random_codes(n_cols * n_rows, rng),
+                                         test::random_scales(type, n_cols * n_rows, rng), n_cols, n_rows);
+    const hal::WeightDesc d{"w", type, {n_cols, n_rows, 1, 1}, file.bytes};
+    for (TernaryLayout layout : {TernaryLayout::k2Bit, TernaryLayout::k5Trit}) {
+      auto one = prepare_weight(d, 4, nullptr, layout);
+      auto many = prepare_weight(d, 4, &pool, layout);
+      ASSERT_TRUE(one.ok() && many.ok());
+      ASSERT_EQ(many->ternary.layout, layout);
+      ASSERT_EQ(many->ternary.packed.size(), one->ternary.packed.size());
+      EXPECT_EQ(0, std::memcmp(many->ternary.packed.data(), one->ternary.packed.data(), one->ternary.packed.size()))
+          << ggml_type_name(type) << " layout " << static_cast<int>(layout);
+      EXPECT_EQ(many->ternary.scales, one->ternary.scales);
+    }
   }
 }
 

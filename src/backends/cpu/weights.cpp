@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <mutex>
 
@@ -62,18 +61,20 @@ const uint8_t* file_group(const hal::WeightDesc& d, int64_t n_groups, int64_t r,
              : d.bytes.data() + (r * n_groups + g) * kGroupBytes;
 }
 
-// The n_blocks scales of row r of an I2_S or TQ2_0 tensor (I2_S: its one scale n_blocks times;
-// TQ2_0: each block's fp16 d, after its 64 code bytes).
-void file_row_scales(const hal::WeightDesc& d, int64_t n_rows, int64_t n_cols, int64_t r, int64_t n_blocks,
-                     float* out) {
+// The scales of row r of an I2_S or TQ2_0 tensor into row r of `t` (I2_S: its one scale in
+// every block; TQ2_0: each block's fp16 d, after its 64 code bytes).
+void set_file_row_scales(const hal::WeightDesc& d, int64_t n_rows, int64_t n_cols, int64_t r, TernaryWeights& t) {
+  const int64_t n_blocks = n_cols / t.scale_block;
   for (int64_t b = 0; b < n_blocks; ++b) {
+    float scale;
     if (d.type == GgmlType::kTQ2_0) {
       uint16_t half;
       std::memcpy(&half, d.bytes.data() + (r * n_blocks + b) * quant::kTq2_0BlockBytes + 2 * kGroupBytes, 2);
-      out[b] = fp16_to_fp32(half);
+      scale = fp16_to_fp32(half);
     } else {
-      std::memcpy(&out[b], d.bytes.data() + n_rows * n_cols / 4, 4);
+      std::memcpy(&scale, d.bytes.data() + n_rows * n_cols / 4, 4);
     }
+    t.scales[t.scale_index(r, b, n_blocks)] = scale;
   }
 }
 
@@ -102,27 +103,24 @@ bool file_row_codes(const hal::WeightDesc& d, int64_t n_cols, int64_t r, uint8_t
 
 // I2_S and TQ2_0 files hold the repacked code bytes already (TQ2_0 with each byte's bit pairs
 // reversed, quant/i2s.h): rows [r0, r1) are copied group by group without decoding, with their
-// scales (file_row_scales). False, with nothing to trust in `t`, when a code 3 shows up: the
-// format's decoder then names the element. Row r lands at row r - first_row of `t`.
+// scales. False, with nothing to trust in `t`, when a code 3 shows up: the format's decoder
+// then names the element.
 bool copy_code_bytes(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t r0, int64_t r1,
-                     TernaryWeights& t, int64_t first_row = 0) {
+                     TernaryWeights& t) {
   const int64_t n_groups = n_cols / kGroupCols;
-  const int64_t n_blocks = n_cols / t.scale_block;
   const bool tq2 = d.type == GgmlType::kTQ2_0;
-  std::vector<float> scales(static_cast<size_t>(n_blocks));
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t g = 0; g < n_groups; ++g) {
       const uint8_t* src = file_group(d, n_groups, r, g);
       if (has_code_3(src)) return false;
-      uint8_t* dst = t.packed.data() + t.group_offset(r - first_row, g, n_groups);
+      uint8_t* dst = t.packed.data() + t.group_offset(r, g, n_groups);
       if (tq2) {
         for (int64_t j = 0; j < kGroupBytes; ++j) dst[j] = quant::reverse_bit_pairs(src[j]);
       } else {
         std::memcpy(dst, src, kGroupBytes);
       }
     }
-    file_row_scales(d, n_rows, n_cols, r, n_blocks, scales.data());
-    for (int64_t b = 0; b < n_blocks; ++b) t.scales[t.scale_index(r - first_row, b, n_blocks)] = scales[static_cast<size_t>(b)];
+    set_file_row_scales(d, n_rows, n_cols, r, t);
   }
   return true;
 }
@@ -186,8 +184,8 @@ void t5_pack_row(const uint8_t* codes, int64_t n_cols, uint8_t* dst, int64_t vec
 }
 
 // Writes the row groups [rg0, rg1) of a T5 weight from the file's bytes. I2_S and TQ2_0 rows are
-// read as 2-bit groups (copy_code_bytes' checks) and unpacked; other formats, and rows holding a
-// code 3 (whose error the decoder names), go through quant::decode_ternary_rows.
+// read as codes straight from their bit pairs (file_row_codes); other formats, and rows holding
+// a code 3 (whose error the decoder names), go through quant::decode_ternary_rows.
 Status repack_t5_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_rows, int64_t rg0, int64_t rg1,
                             TernaryWeights& t) {
   const int64_t r0 = rg0 * kT5Rows;
@@ -200,14 +198,12 @@ Status repack_t5_row_groups(const hal::WeightDesc& d, int64_t n_cols, int64_t n_
   if (d.type == GgmlType::kI2_S || d.type == GgmlType::kTQ2_0) {
     // One row at a time: its codes straight from the file's bytes, then packed.
     std::vector<uint8_t> codes(static_cast<size_t>(n_cols));
-    std::vector<float> scales(static_cast<size_t>(n_blocks));
     bool ok = true;
     for (int64_t r = r0; r < r1; ++r) {
       ok = file_row_codes(d, n_cols, r, codes.data());
       if (!ok) break;
       t5_pack_row(codes.data(), n_cols, vectors_of(r), kT5Rows * kT5VectorBytes);
-      file_row_scales(d, n_rows, n_cols, r, n_blocks, scales.data());
-      for (int64_t b = 0; b < n_blocks; ++b) t.scales[t.scale_index(r, b, n_blocks)] = scales[static_cast<size_t>(b)];
+      set_file_row_scales(d, n_rows, n_cols, r, t);
     }
     if (ok) return {};
   }

@@ -56,8 +56,9 @@ enum class TernaryLayout : uint8_t {
 // packed[((rg * n_vectors + u) * 4 + i) * 64]; scales as above. Used for scale blocks of 256
 // columns or of a whole row (t5_fits).
 struct TernaryWeights {
-  UninitAlignedVector<uint8_t> packed;  // 64-byte aligned; 2-bit: n_row_groups * rows_per_group * n_cols / 4 bytes;
-                                // T5: n_row_groups * 4 * t5_vectors(n_cols) * 64 bytes
+  // 64-byte aligned; 2-bit: n_row_groups * rows_per_group * n_cols / 4 bytes; T5: n_row_groups *
+  // 4 * t5_vectors(n_cols) * 64 bytes. Its resize writes nothing (prepare_weight fills it).
+  UninitAlignedVector<uint8_t> packed;
   std::vector<float> scales;    // n_row_groups * n_blocks * rows_per_group
   int64_t scale_block = 0;      // a multiple of kGroupCols
   int32_t rows_per_group = 1;

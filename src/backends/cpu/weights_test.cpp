@@ -13,6 +13,7 @@
 #include "core/huge_pages.h"
 #include "core/mmap_file.h"
 #include "core/test_temp_dir.h"
+#include "core/thread_pool.h"
 #include "quant/quant.h"
 
 namespace bitnet::cpu {
@@ -64,6 +65,18 @@ TEST(FloatWeights, LargeFileBackedWeightsAreCopiedIntact) {
   EXPECT_EQ(w->resident_bytes(), f.bytes.size());
   EXPECT_EQ(w->read_bytes(), f.bytes.size());
   // The released pages of the mapping read back from the file.
+  EXPECT_EQ(0, std::memcmp(f.map.bytes().data(), f.bytes.data(), f.bytes.size()));
+}
+
+// Past one 16 MB slice, on a pool: the slices that the threads copy in turn land intact.
+TEST(FloatWeights, LargeFileBackedWeightsAreCopiedIntactByThePool) {
+  const int64_t n_cols = 2560, n_rows = 7000;  // 35.8 MB: three slices, the last short
+  const MappedBytes f = write_f16("large_pool.bin", n_cols, n_rows);
+  ThreadPool pool(2);
+  auto w = prepare_weight(desc(f, n_cols, n_rows), 1, &pool);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ASSERT_EQ(w->owned.size(), f.bytes.size());
+  EXPECT_EQ(0, std::memcmp(w->raw.data(), f.bytes.data(), f.bytes.size()));
   EXPECT_EQ(0, std::memcmp(f.map.bytes().data(), f.bytes.data(), f.bytes.size()));
 }
 
