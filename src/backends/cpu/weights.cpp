@@ -78,27 +78,22 @@ void set_file_row_scales(const hal::WeightDesc& d, int64_t n_rows, int64_t n_col
   }
 }
 
-// The codes (0..3) of row r of an I2_S or TQ2_0 tensor in column order: byte p of a group holds
-// columns p, p+32, p+64, p+96 (I2_S: in bits 7-6 down to 1-0; TQ2_0: in bits 1-0 up to 7-6,
-// quant/i2s.h). False when a code 3 shows up: the format's decoder then names the element. The
-// loops are plain shifts and masks over 32 bytes, which the compiler vectorizes.
+// The codes of row r of an I2_S or TQ2_0 tensor in column order, by the formats' own unpackers.
+// False when a code 3 shows up (has_code_3 on the file's bytes): the format's decoder then
+// names the element.
 bool file_row_codes(const hal::WeightDesc& d, int64_t n_cols, int64_t r, uint8_t* codes) {
   const int64_t n_groups = n_cols / kGroupCols;
   const bool tq2 = d.type == GgmlType::kTQ2_0;
-  uint8_t code_3 = 0;
-  for (int64_t g = 0; g < n_groups; ++g) {
+  for (int64_t g = 0; g < n_groups; g += tq2 ? 2 : 1) {  // a TQ2_0 block is two groups
     const uint8_t* src = file_group(d, n_groups, r, g);
-    uint8_t* c = codes + g * kGroupCols;
-    for (int k = 0; k < 4; ++k) {
-      const int shift = tq2 ? 2 * k : 6 - 2 * k;
-      for (int64_t p = 0; p < kGroupBytes; ++p) {
-        const auto v = static_cast<uint8_t>((src[p] >> shift) & 3);
-        c[32 * k + p] = v;
-        code_3 |= v & (v >> 1);
-      }
+    if (has_code_3(src) || (tq2 && has_code_3(src + kGroupBytes))) return false;
+    if (tq2) {
+      quant::tq2_0_unpack_block(src, codes + g * kGroupCols);
+    } else {
+      quant::i2s_unpack_group(src, codes + g * kGroupCols);
     }
   }
-  return code_3 == 0;
+  return true;
 }
 
 // I2_S and TQ2_0 files hold the repacked code bytes already (TQ2_0 with each byte's bit pairs
