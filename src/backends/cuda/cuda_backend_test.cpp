@@ -112,10 +112,13 @@ TEST_P(CudaWholeModel, LogitsAndGreedyTokensMatchCpu) {
   for (const std::string& k : used) EXPECT_EQ(k.rfind(BITNET_GPU_PREFIX "", 0), 0u) << k;
 }
 
-// stories260K (llama, F32, heads of 8) runs the bounds-checked attention kernel.
+// stories260K (llama, F32, heads of 8) runs the bounds-checked attention kernel. Its float
+// products sum in another order than the CPU's: the CPU's own scalar and AVX-512 sets differ by
+// up to 0.0022 on its logits (|logit| up to 20; `bitnet logits` on a 26-token prompt), and an
+// H200 read 0.0028 against the CPU (2026-11-29), over the 2e-3 first guessed here.
 INSTANTIATE_TEST_SUITE_P(Models, CudaWholeModel,
                          testing::Values(ModelCase{"golden/bitnetcpp/tiny-bitnet-i2_s.gguf", 1e-3},
-                                         ModelCase{"models/stories260K-v1.gguf", 2e-3},
+                                         ModelCase{"models/stories260K-v1.gguf", 5e-3},
                                          ModelCase{"golden/llamacpp/tiny-bitnet-tq2_0.gguf", 1e-3},
                                          ModelCase{"golden/llamacpp/tiny-bitnet-tq1_0.gguf", 1e-3},
                                          ModelCase{"golden/ik_llama/tiny-b158-f32.gguf", 1e-3}),

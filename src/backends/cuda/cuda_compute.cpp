@@ -64,10 +64,12 @@ StepInputs CudaBackend::step_inputs(const hal::Graph& graph, const std::vector<K
 
 Status CudaBackend::acquire_acts(const hal::Graph& graph, StepBuffers& b) {
   release_buffers(b, false);
+  BITNET_ASSIGN_OR_RETURN(const std::vector<ActLayout> layouts, act_layouts(graph));
   b.acts.resize(graph.acts.size());
   for (size_t i = 0; i < graph.acts.size(); ++i) {
-    BITNET_ASSIGN_OR_RETURN(b.acts[i].layout, act_layout(graph.acts[i]));
-    BITNET_ASSIGN_OR_RETURN(b.acts[i].block, pool_->acquire(b.acts[i].layout.bytes));
+    b.acts[i].layout = layouts[i];
+    if (layouts[i].bytes == 0) continue;  // no op touches it
+    BITNET_ASSIGN_OR_RETURN(b.acts[i].block, pool_->acquire(layouts[i].bytes));
   }
   return {};
 }

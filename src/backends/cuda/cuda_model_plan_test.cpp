@@ -36,8 +36,13 @@ TEST_P(CudaModelPlan, EveryWeightAndOpHasADeviceKernel) {
   }
   for (const int cc : {7, 8}) {
     for (const auto& [n, rows] : {std::pair{int64_t{1}, LogitRows::kLast}, std::pair{int64_t{12}, LogitRows::kAll}}) {
-      const auto plan = plan_graph(model->build_graph(n, 0, rows), infos, cc, true);
+      const hal::Graph graph = model->build_graph(n, 0, rows);
+      const auto plan = plan_graph(graph, infos, cc, true);
       EXPECT_TRUE(plan.ok()) << "cc " << cc << ", " << n << " tokens: " << plan.status().to_string();
+      // every activation the step touches has a device layout (the first GPU run found
+      // stories260K refused here: its unused 172-wide int8 buffer was laid out too)
+      const auto layouts = act_layouts(graph);
+      EXPECT_TRUE(layouts.ok()) << n << " tokens: " << layouts.status().to_string();
     }
   }
   // A ternary model's decode step: per layer q, k, v and gate, up as two launches, the ropes and

@@ -125,6 +125,25 @@ Result<ActLayout> act_layout(const hal::ActDesc& d) {
   return l;
 }
 
+Result<std::vector<ActLayout>> act_layouts(const hal::Graph& graph) {
+  std::vector<bool> used(graph.acts.size(), false);
+  const auto mark = [&](hal::ActId id) {
+    if (id != hal::kNone && static_cast<size_t>(id) < used.size()) used[static_cast<size_t>(id)] = true;
+  };
+  for (const hal::Op& op : graph.ops) {
+    mark(op.dst);
+    mark(op.a);
+    mark(op.b);
+  }
+  mark(graph.logits);
+  std::vector<ActLayout> layouts(graph.acts.size());
+  for (size_t i = 0; i < graph.acts.size(); ++i) {
+    if (!used[i]) continue;
+    BITNET_ASSIGN_OR_RETURN(layouts[i], act_layout(graph.acts[i]));
+  }
+  return layouts;
+}
+
 bool read_later(const hal::Graph& g, size_t from, hal::ActId id) {
   for (size_t k = from; k < g.ops.size(); ++k) {
     const hal::Op& op = g.ops[k];

@@ -131,6 +131,11 @@ struct ActLayout {
 };
 Result<ActLayout> act_layout(const hal::ActDesc& d);
 
+// The layout of every activation of a graph, by ActId: an activation that no op reads or writes
+// and that is not the output (a model declares its int8 buffers whether or not its weights are
+// ternary: stories260K's 172-wide ff_q8 is never used) gets none, bytes 0, and is not checked.
+Result<std::vector<ActLayout>> act_layouts(const hal::Graph& graph);
+
 // How the kernels address the KV cache rows of a step (kernels.h KvRows): the identity (one
 // sequence from row 0: no table on the device) or block tables with blocks of 1 << block_shift
 // positions. kUnsupported for block tables over blocks that are not a power of 2.

@@ -68,6 +68,26 @@ TEST(CudaPlan, ActivationLayouts) {
   EXPECT_EQ(odd.status().code(), StatusCode::kUnsupported);
 }
 
+// A graph's int8 buffer that no op touches (a float model's ff_q8) gets no layout and no check;
+// once an op reads it, its odd width is refused.
+TEST(CudaPlan, UnusedActivationsAreNotLaidOut) {
+  hal::Graph g;
+  g.n_tokens = 1;
+  g.acts = {{"x", ActType::kF32, 1, 64}, {"ff_q8", ActType::kQ8, 1, 172}, {"y", ActType::kF32, 1, 64}};
+  g.ops = {{.kind = hal::OpKind::kAdd, .dst = 2, .a = 0, .b = 0}};
+  g.logits = 2;
+  const auto layouts = act_layouts(g);
+  ASSERT_TRUE(layouts.ok()) << layouts.status().to_string();
+  ASSERT_EQ(layouts->size(), 3u);
+  EXPECT_EQ((*layouts)[0].bytes, 64u * 4);
+  EXPECT_EQ((*layouts)[1].bytes, 0u);
+  EXPECT_EQ((*layouts)[2].bytes, 64u * 4);
+  g.ops.push_back({.kind = hal::OpKind::kQuantizeAct, .dst = 1, .a = 2});
+  const auto refused = act_layouts(g);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
+}
+
 // A BitNet-like layer slice: embed, norm, quantize, ternary matmul, rope, store_kv, attention,
 // add, the head.
 struct Net {
