@@ -1,6 +1,7 @@
 // Attention over the F16 KV cache, split-K (flash-decoding): pass 1 gives each (token, head,
 // slice of positions) one block of 4 warps; warp w takes positions p0 + w, p0 + w + 4, ... of
-// its slice with an online softmax (ops_math.h SoftmaxState), lane l holds head dimensions
+// its slice with an online softmax (ops_math.h SoftmaxState), loading several positions' rows at
+// a time, lane l holds head dimensions
 // 2l + 64i as half2 (a warp reads a 256-byte K or V row in one instruction; heads of 64, 128
 // or 256), or, for any other head of up to 256, the same dimensions below head_dim as single
 // halves, those past it held at zero (stories260K's heads of 8, 80, 96, ...); the 4 warps merge
@@ -57,22 +58,42 @@ __global__ void __launch_bounds__(kWarp* kWarps)
     o[i] = make_float2(0.0f, 0.0f);
   }
   SoftmaxState st{-INFINITY, 0.0f};
-  for (int64_t j = p0 + warp; j < p1; j += kWarps) {
-    const int64_t base = kv_row(j, table, rows.block_shift) * shape.n_embd_kv + int64_t{hkv} * hd;
-    float dot = 0.0f;
+  // kAhead positions per round, their K and V rows loaded before any is used: one memory latency
+  // per round instead of two per position. Positions still enter the softmax one
+  // by one in ascending order, as with one position per round.
+  constexpr int kAhead = kPairs <= 2 ? 4 : 2;
+  for (int64_t j0 = p0 + warp; j0 < p1; j0 += kWarps * kAhead) {
+    int64_t base[kAhead];
+    float2 kk[kAhead][kPairs], vv[kAhead][kPairs];
 #pragma unroll
-    for (int i = 0; i < kPairs; ++i) {
-      const float2 k = load_pair<kFull>(k_cache, base, 2 * lane + 64 * i, hd);
-      dot += qv[i].x * k.x + qv[i].y * k.y;
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t j = j0 + int64_t{u} * kWarps;  // uniform over the warp
+      base[u] = j < p1 ? kv_row(j, table, rows.block_shift) * shape.n_embd_kv + int64_t{hkv} * hd : -1;
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i) {
+        const bool in = base[u] >= 0;
+        kk[u][i] = in ? load_pair<kFull>(k_cache, base[u], 2 * lane + 64 * i, hd) : make_float2(0.0f, 0.0f);
+        vv[u][i] = in ? load_pair<kFull>(v_cache, base[u], 2 * lane + 64 * i, hd) : make_float2(0.0f, 0.0f);
+      }
     }
-    const float score = warp_sum(dot) * shape.kq_scale;
-    float p;
-    const float corr = softmax_add(st, score, p);
+    float score[kAhead];
 #pragma unroll
-    for (int i = 0; i < kPairs; ++i) {
-      const float2 v = load_pair<kFull>(v_cache, base, 2 * lane + 64 * i, hd);
-      o[i].x = o[i].x * corr + p * v.x;
-      o[i].y = o[i].y * corr + p * v.y;
+    for (int u = 0; u < kAhead; ++u) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i) dot += qv[i].x * kk[u][i].x + qv[i].y * kk[u][i].y;
+      score[u] = warp_sum(dot) * shape.kq_scale;
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      if (base[u] < 0) break;  // uniform: positions past p1
+      float p;
+      const float corr = softmax_add(st, score[u], p);
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i) {
+        o[i].x = o[i].x * corr + p * vv[u][i].x;
+        o[i].y = o[i].y * corr + p * vv[u][i].y;
+      }
     }
   }
 

@@ -57,29 +57,60 @@ int copies_for(int64_t bytes, const Device& d) {
   return static_cast<int>(n < 1 ? 1 : n);
 }
 
-// Times `launch(copy)` over `iters` calls rotating over the copies; microseconds per call.
+// Microseconds per call of `launch(copy, stream)` over `iters` calls rotating over the copies:
+// launched one by one (each call pays the launch), and replayed from a CUDA graph of the same
+// calls, as a decode step runs (the kernels back to back, the figure that bounds decode).
+struct Timing {
+  double plain_us = 0.0;
+  double graph_us = 0.0;
+};
+
 template <class Launch>
-double time_us(int iters, int n_copies, Launch launch) {
-  for (int i = 0; i < 3 * n_copies; ++i) launch(i % n_copies);
+Timing time_us(int iters, int n_copies, Launch launch) {
+  Timing t;
+  cudaStream_t stream = nullptr;
+  if (!ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return t;
+  for (int i = 0; i < 3 * n_copies; ++i) launch(i % n_copies, stream);
   cudaEvent_t start, stop;
   (void)cudaEventCreate(&start);
   (void)cudaEventCreate(&stop);
-  (void)cudaEventRecord(start);
-  for (int i = 0; i < iters; ++i) launch(i % n_copies);
-  (void)cudaEventRecord(stop);
-  (void)cudaEventSynchronize(stop);
-  float ms = 0.0f;
-  (void)cudaEventElapsedTime(&ms, start, stop);
+  const auto elapsed_us = [&] {
+    (void)cudaEventSynchronize(stop);
+    float ms = 0.0f;
+    (void)cudaEventElapsedTime(&ms, start, stop);
+    return 1000.0 * ms / iters;
+  };
+  (void)cudaEventRecord(start, stream);
+  for (int i = 0; i < iters; ++i) launch(i % n_copies, stream);
+  (void)cudaEventRecord(stop, stream);
+  t.plain_us = elapsed_us();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) {
+    for (int i = 0; i < iters; ++i) launch(i % n_copies, stream);
+    if (ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture") &&
+        ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate")) {
+      (void)cudaGraphLaunch(exec, stream);  // warm-up
+      (void)cudaEventRecord(start, stream);
+      (void)cudaGraphLaunch(exec, stream);
+      (void)cudaEventRecord(stop, stream);
+      t.graph_us = elapsed_us();
+    }
+  }
+  if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
-  return 1000.0 * ms / iters;
+  (void)cudaStreamDestroy(stream);
+  return t;
 }
 
-void report(const char* name, int64_t n_rows, int64_t n_cols, const char* format, int64_t bytes, double us,
+void report(const char* name, int64_t n_rows, int64_t n_cols, const char* format, int64_t bytes, const Timing& t,
             const Device& d) {
-  const double gbs = static_cast<double>(bytes) / (us * 1e3);
-  std::printf("%-12s %6lld x %-6lld %-5s %9.2f us %8.1f GB/s %5.1f %% of peak\n", name, static_cast<long long>(n_rows),
-              static_cast<long long>(n_cols), format, us, gbs, 100.0 * gbs / d.peak_gbs);
+  const double gbs = static_cast<double>(bytes) / (t.graph_us * 1e3);
+  std::printf("%-12s %6lld x %-6lld %-5s %8.2f us %8.2f us in a graph %8.1f GB/s %5.1f %% of peak\n", name,
+              static_cast<long long>(n_rows), static_cast<long long>(n_cols), format, t.plain_us, t.graph_us, gbs,
+              100.0 * gbs / d.peak_gbs);
 }
 
 // One decode token's product over the weights of `rows` (1 to kGemvGroupMax weights of n_cols
@@ -113,7 +144,7 @@ double bench_w2a8(const char* name, std::initializer_list<int64_t> rows, int64_t
   ok(cudaMemcpy(dq.p, q.data(), q.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
   ok(cudaMemcpy(dsum.p, sums.data(), sums.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   ok(cudaMemcpy(dact.p, &s, 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  const double us = time_us(iters, n_copies, [&](int c) {
+  const Timing t = time_us(iters, n_copies, [&](int c, cudaStream_t stream) {
     W2cView w[kGemvGroupMax];
     float* y[kGemvGroupMax];
     int n = 0;
@@ -125,11 +156,11 @@ double bench_w2a8(const char* name, std::initializer_list<int64_t> rows, int64_t
       row0 += r;
       ++n;
     }
-    ok(w2a8_gemv_group(w, y, n, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, nullptr),
+    ok(w2a8_gemv_group(w, y, n, Q8View{dq.as<int8_t>(), dact.as<float>(), dsum.as<int32_t>()}, 1, stream),
        "w2a8_gemv_group");
   });
-  report(name, n_rows, n_cols, "I2_S", w_bytes + n_cols + n_rows * 4, us, d);
-  return us;
+  report(name, n_rows, n_cols, "I2_S", w_bytes + n_cols + n_rows * 4, t, d);
+  return t.graph_us;
 }
 
 double bench_f16(const char* name, int64_t n_rows, int64_t n_cols, int iters, const Device& d, std::mt19937& rng) {
@@ -143,12 +174,36 @@ double bench_f16(const char* name, int64_t n_rows, int64_t n_cols, int iters, co
   DeviceMem dw(w.size() * 2 * n_copies), dx(x.size() * 4), dy(static_cast<size_t>(n_rows) * 4);
   for (int c = 0; c < n_copies; ++c) ok(cudaMemcpy(dw.as<uint16_t>() + c * w.size(), w.data(), w.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
   ok(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  const double us = time_us(iters, n_copies, [&](int c) {
+  const Timing t = time_us(iters, n_copies, [&](int c, cudaStream_t stream) {
     const FloatWeightView v{FloatFormat::kF16, dw.as<uint16_t>() + c * w.size(), nullptr, n_rows, n_cols};
-    ok(matmul_float(v, dx.as<float>(), 1, dy.as<float>(), nullptr), "matmul_float");
+    ok(matmul_float(v, dx.as<float>(), 1, dy.as<float>(), stream), "matmul_float");
   });
-  report(name, n_rows, n_cols, "F16", w_bytes + n_cols * 4 + n_rows * 4, us, d);
-  return us;
+  report(name, n_rows, n_cols, "F16", w_bytes + n_cols * 4 + n_rows * 4, t, d);
+  return t.graph_us;
+}
+
+// One decode token's norm + quantization of n_cols (after the gate or the residual add), as the
+// layer runs them between its GEMVs: bytes read and written once each.
+double bench_norm(const char* name, Gate gate, int64_t n_cols, int iters, const Device& d, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(2 * n_cols));
+  for (auto& v : x) v = nd(rng);
+  const std::vector<float> g(static_cast<size_t>(n_cols), 1.0f);
+  DeviceMem da(static_cast<size_t>(n_cols) * 4), db(static_cast<size_t>(n_cols) * 4), dg(g.size() * 4),
+      dq(static_cast<size_t>(n_cols)), ds(4), dsum(static_cast<size_t>(n_cols / kChunkCols) * 4);
+  ok(cudaMemcpy(da.p, x.data(), static_cast<size_t>(n_cols) * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  ok(cudaMemcpy(db.p, x.data() + n_cols, static_cast<size_t>(n_cols) * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  ok(cudaMemcpy(dg.p, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const Timing t = time_us(iters, 1, [&](int, cudaStream_t stream) {
+    // kAdd writes the sum over b (b grows by a each call: the same work)
+    ok(gated_rms_norm_quant(gate, da.as<float>(), gate == Gate::kNone ? nullptr : db.as<float>(), dg.as<float>(), 1, n_cols,
+                            1e-5f, Q8View{dq.as<int8_t>(), ds.as<float>(), dsum.as<int32_t>()}, nullptr, stream,
+                            gate == Gate::kAdd ? db.as<float>() : nullptr),
+       "gated_rms_norm_quant");
+  });
+  const int64_t inputs = gate == Gate::kNone ? 1 : 2;
+  report(name, 1, n_cols, "F32", n_cols * (4 * inputs + (gate == Gate::kAdd ? 4 : 0) + 1), t, d);
+  return t.graph_us;
 }
 
 int run(int iters) {
@@ -190,6 +245,12 @@ int run(int iters) {
   grouped_us += bench_w2a8("attn_qkv", {2560, 640, 640}, 2560, iters, d, rng);
   grouped_us += bench_w2a8("ffn_gate+up", {6912, 6912}, 2560, iters, d, rng);
   const double head_us = bench_f16("output", 128256, 2560, iters, d, rng);
+  // the norms of a layer: add + norm before q, k, v; the sub-norm before o; add + norm before
+  // gate, up; the gated sub-norm before down
+  double norms_us = 2 * bench_norm("add+norm", Gate::kAdd, 2560, iters, d, rng);
+  norms_us += bench_norm("norm", Gate::kNone, 2560, iters, d, rng);
+  norms_us += bench_norm("relu2+norm", Gate::kRelu2, 6912, iters, d, rng);
+  std::printf("norms of one token's layer: %.1f us, x 30 = %.2f ms\n", norms_us, 30 * norms_us / 1e3);
   if (!ok(cudaGetLastError(), "kernels")) return 1;
   for (const auto& [what, us] : {std::pair{"one launch each", layer_us}, std::pair{"grouped", grouped_us}}) {
     std::printf("GEMVs of one token, %s: 30 x %.1f us + head %.1f us = %.2f ms (the GEMV bound on decode: %.0f tokens/s)\n",

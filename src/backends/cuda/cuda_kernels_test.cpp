@@ -163,7 +163,7 @@ TEST_F(CudaKernels, W2a8MmaGemmIsBitExactWithTheCpu) {
 
 TEST_F(CudaKernels, RmsNormQuantMatchesTheCpu) {
   std::mt19937 rng(12);
-  for (const int64_t n_cols : {64, 2560, 6912}) {
+  for (const int64_t n_cols : {64, 2560, 6912, 10240}) {  // 10240: wider than the rows held in registers
     const int64_t n_tokens = 3;
     const auto x = randn(n_tokens * n_cols, rng, 4.0f);
     const auto g = randn(n_cols, rng);
@@ -275,6 +275,55 @@ TEST_F(CudaKernels, AddRmsNormQuantEqualsAddThenRmsNormQuant) {
   EXPECT_NE(gated_rms_norm_quant(Gate::kNone, da.get(), nullptr, dg.get(), n_tokens, n_cols, 1e-5f,
                                  Q8View{dq.get(), ds.get(), dsums.get()}, nullptr, nullptr, da.get()),
             cudaSuccess);
+}
+
+// The two kernels behind gated_rms_norm_quant agree bit for bit: rows held in registers (aligned
+// pointers, up to 8192 columns) and rows read three times (here: inputs one float off 16 bytes),
+// for every gate, with and without the norm's gain, in place (kAdd's sum over a) too.
+TEST_F(CudaKernels, RegisterRowsEqualThreePassRows) {
+  std::mt19937 rng(23);
+  for (const int64_t n_cols : {64, 2560, 6912, 8192}) {
+    const int64_t n_tokens = 3;
+    const auto n = static_cast<size_t>(n_tokens * n_cols);
+    auto a = randn(static_cast<int64_t>(n), rng, 2.0f), b = randn(static_cast<int64_t>(n), rng), g = randn(n_cols, rng);
+    a[5] = 0.0f;
+    for (const Gate gate : {Gate::kNone, Gate::kRelu2, Gate::kSilu, Gate::kAdd}) {
+      for (const bool gain : {true, false}) {
+        std::vector<float> normed[2], sum[2], scale[2];
+        std::vector<int8_t> q[2];
+        std::vector<int32_t> sums[2];
+        for (const int off : {0, 1}) {  // 0: aligned, the register kernel; 1: misaligned, three passes
+          std::vector<float> pa(n + 1), pb(n + 1), pg(static_cast<size_t>(n_cols) + 1);
+          std::copy(a.begin(), a.end(), pa.begin() + off);
+          std::copy(b.begin(), b.end(), pb.begin() + off);
+          std::copy(g.begin(), g.end(), pg.begin() + off);
+          DeviceVec<float> da(pa), db(pb), dg(pg), dn(n + 1), ds(static_cast<size_t>(n_tokens));
+          DeviceVec<int8_t> dq(n);
+          DeviceVec<int32_t> dsums(n / kChunkCols);
+          const bool add = gate == Gate::kAdd;
+          ASSERT_EQ(gated_rms_norm_quant(gate, da.get() + off, gate == Gate::kNone ? nullptr : db.get() + off,
+                                         gain ? dg.get() + off : nullptr, n_tokens, n_cols, 1e-5f,
+                                         Q8View{dq.get(), ds.get(), dsums.get()}, dn.get() + off, nullptr,
+                                         add ? da.get() + off : nullptr),
+                    cudaSuccess);
+          sync();
+          const auto got_n = dn.host(), got_a = da.host();
+          normed[off].assign(got_n.begin() + off, got_n.begin() + off + static_cast<std::ptrdiff_t>(n));
+          sum[off].assign(got_a.begin() + off, got_a.begin() + off + static_cast<std::ptrdiff_t>(n));
+          scale[off] = ds.host();
+          q[off] = dq.host();
+          sums[off] = dsums.host();
+        }
+        const std::string what = "cols " + std::to_string(n_cols) + " gate " + std::to_string(static_cast<int>(gate)) +
+                                 (gain ? " with gain" : " no gain");
+        EXPECT_EQ(normed[0], normed[1]) << what;
+        EXPECT_EQ(sum[0], sum[1]) << what;
+        EXPECT_EQ(scale[0], scale[1]) << what;
+        EXPECT_EQ(q[0], q[1]) << what;
+        EXPECT_EQ(sums[0], sums[1]) << what;
+      }
+    }
+  }
 }
 
 // q, k and v (rows of 2B-4T's 2560 and 640, and odd counts) in one launch: each output as its own

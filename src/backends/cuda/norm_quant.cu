@@ -2,7 +2,8 @@
 // relu(a)^2 * b or silu(a) * b, recomputed per pass like y, or after the residual add a + b,
 // written once and read back), and the plain rms_norm.
 //
-// One block per row. The sum of squares is taken in double (as the CPU's rms_norm_row), the
+// One block per row (two kernels: rows that fit in registers are read once; wider rows, three
+// times). The sum of squares is taken in double (as the CPU's rms_norm_row), the
 // normalized value y = x * scale * g is recomputed in each pass instead of stored (the same
 // float expression gives the same bits), and the quantization is w2a8_math.h's act_scale /
 // act_quant_one, so q and s equal quant::act_quant_i8 of y (act_quant_row_twin). One warp per
@@ -106,6 +107,118 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) act_scale_out[t] = s;
 }
 
+__device__ __forceinline__ double add_squares(double ss, float4 v) {
+  ss = __dadd_rn(ss, __dmul_rn(v.x, v.x));
+  ss = __dadd_rn(ss, __dmul_rn(v.y, v.y));
+  ss = __dadd_rn(ss, __dmul_rn(v.z, v.z));
+  return __dadd_rn(ss, __dmul_rn(v.w, v.w));
+}
+
+// as the kernel above: false for NaN, so NaN never becomes the max
+__device__ __forceinline__ float abs_max(float m, float4 v) {
+  m = fabsf(v.x) > m ? fabsf(v.x) : m;
+  m = fabsf(v.y) > m ? fabsf(v.y) : m;
+  m = fabsf(v.z) > m ? fabsf(v.z) : m;
+  return fabsf(v.w) > m ? fabsf(v.w) : m;
+}
+
+// The same result for rows of up to kThreads * 4 * kVecs columns, each element read once: thread
+// i holds float4 number k * kThreads + i of the row for k < kVecs in registers through all three
+// passes (the kernel above reads the row three times, each pass a chain of dependent DRAM reads
+// on one block: 10-20 us for one decode token's 2560 or 6912 columns). A 64-column chunk is 16
+// float4s held by 16 neighbouring lanes (k * kThreads is a multiple of 16), so its sum is four
+// xor shuffles. Every pointer is 16-byte aligned (the launcher checks). Only the order of the
+// double sum of squares differs from the kernel above.
+template <Gate kGate, int kVecs>
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_quant_rows_kernel(const float* a, const float* b, const float* __restrict__ g, int64_t n_cols, float eps,
+                               int8_t* __restrict__ q, float* __restrict__ act_scale_out, int32_t* __restrict__ chunk_sum,
+                               float* __restrict__ normed, float* sum) {
+  __shared__ double dsmem[kWarps];
+  __shared__ float fsmem[kWarps];
+  const int64_t t = blockIdx.x;
+  const int64_t n_vecs = n_cols / 4;
+  const auto* a4 = reinterpret_cast<const float4*>(a + t * n_cols);
+  const auto* b4 = kGate == Gate::kNone ? nullptr : reinterpret_cast<const float4*>(b + t * n_cols);
+  const auto combine = [](float x, float y) {
+    if constexpr (kGate == Gate::kRelu2) return relu2(x, y);
+    if constexpr (kGate == Gate::kSilu) return silu_mul_one(x, y);
+    if constexpr (kGate == Gate::kAdd) return __fadd_rn(x, y);
+    return x;
+  };
+  float4 v[kVecs];
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const int64_t i = static_cast<int64_t>(k) * kThreads + threadIdx.x;
+    v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (i < n_vecs) {
+      const float4 x = a4[i];
+      if constexpr (kGate == Gate::kNone) {
+        v[k] = x;
+      } else {
+        const float4 y = b4[i];
+        v[k] = make_float4(combine(x.x, y.x), combine(x.y, y.y), combine(x.z, y.z), combine(x.w, y.w));
+      }
+    }
+  }
+  if constexpr (kGate == Gate::kAdd) {
+    // after every load of this thread: sum may alias a or b, and each element is this thread's alone
+    auto* s4 = reinterpret_cast<float4*>(sum + t * n_cols);
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t i = static_cast<int64_t>(k) * kThreads + threadIdx.x;
+      if (i < n_vecs) s4[i] = v[k];
+    }
+  }
+  if (g != nullptr) {  // uniform over the block
+    double ss = 0.0;
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      ss = add_squares(ss, v[k]);
+    }
+    ss = block_sum(ss, dsmem);
+    const float scale = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(n_cols)) + eps);
+    const auto* g4 = reinterpret_cast<const float4*>(g);
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t i = static_cast<int64_t>(k) * kThreads + threadIdx.x;
+      if (i < n_vecs) {
+        const float4 gg = __ldg(g4 + i);
+        v[k] = make_float4(__fmul_rn(__fmul_rn(v[k].x, scale), gg.x), __fmul_rn(__fmul_rn(v[k].y, scale), gg.y),
+                           __fmul_rn(__fmul_rn(v[k].z, scale), gg.z), __fmul_rn(__fmul_rn(v[k].w, scale), gg.w));
+      }
+    }
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const int64_t i = static_cast<int64_t>(k) * kThreads + threadIdx.x;
+    if (i >= n_vecs) continue;
+    if (normed != nullptr) reinterpret_cast<float4*>(normed + t * n_cols)[i] = v[k];
+    amax = abs_max(amax, v[k]);
+  }
+  amax = block_max(amax, fsmem);
+  const float s = act_scale(amax);
+  auto* q4 = reinterpret_cast<char4*>(q + t * n_cols);
+  const int64_t n_chunks = n_cols / kChunkCols;
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const int64_t i = static_cast<int64_t>(k) * kThreads + threadIdx.x;
+    const bool valid = i < n_vecs;  // the same for the 16 lanes of a chunk (n_cols % 64 == 0)
+    int32_t qs = 0;
+    if (valid) {
+      const char4 c = make_char4(act_quant_one(v[k].x, s), act_quant_one(v[k].y, s), act_quant_one(v[k].z, s),
+                                 act_quant_one(v[k].w, s));
+      q4[i] = c;
+      qs = static_cast<int32_t>(c.x) + c.y + c.z + c.w;
+    }
+#pragma unroll
+    for (int off = 8; off >= 1; off >>= 1) qs += shfl_xor(qs, off);  // every lane: uniform loop
+    if (valid && threadIdx.x % 16 == 0) chunk_sum[t * n_chunks + i / 16] = qs;
+  }
+  if (threadIdx.x == 0) act_scale_out[t] = s;
+}
+
 // One block per (row, slice).
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(const float* x, const float* __restrict__ g, int64_t n_slice, float eps, float* dst) {
@@ -114,6 +227,44 @@ __global__ void __launch_bounds__(kThreads)
   const float scale = rms_scale([&](int64_t i) { return x[off + i]; }, n_slice, eps, dsmem);
   // Every thread has read its elements before any writes (block_sum synchronises): dst may be x.
   for (int64_t i = threadIdx.x; i < n_slice; i += kThreads) dst[off + i] = __fmul_rn(__fmul_rn(x[off + i], scale), g[i]);
+}
+
+constexpr int kMaxRowVecs = 8;  // rows of up to 8192 columns in registers
+
+template <Gate kGate>
+GpuError launch_rows(int64_t vecs, unsigned grid, const float* a, const float* b, const float* g, int64_t n_cols,
+                     float eps, const Q8View& out, float* normed, GpuStream stream, float* sum) {
+  switch (vecs) {
+    case 1:
+      rms_norm_quant_rows_kernel<kGate, 1><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
+                                                                           out.chunk_sum, normed, sum);
+      break;
+    case 2:
+      rms_norm_quant_rows_kernel<kGate, 2><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
+                                                                           out.chunk_sum, normed, sum);
+      break;
+    case 3:
+    case 4:
+      rms_norm_quant_rows_kernel<kGate, 4><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
+                                                                           out.chunk_sum, normed, sum);
+      break;
+    default:
+      rms_norm_quant_rows_kernel<kGate, kMaxRowVecs><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
+                                                                                     out.chunk_sum, normed, sum);
+      break;
+  }
+  return launch_status();
+}
+
+GpuError launch_rows(Gate gate, int64_t vecs, unsigned grid, const float* a, const float* b, const float* g,
+                     int64_t n_cols, float eps, const Q8View& out, float* normed, GpuStream stream, float* sum) {
+  switch (gate) {
+    case Gate::kNone: return launch_rows<Gate::kNone>(vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
+    case Gate::kRelu2: return launch_rows<Gate::kRelu2>(vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
+    case Gate::kSilu: return launch_rows<Gate::kSilu>(vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
+    case Gate::kAdd: return launch_rows<Gate::kAdd>(vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
+  }
+  return kGpuInvalidValue;
 }
 
 }  // namespace
@@ -125,6 +276,12 @@ GpuError gated_rms_norm_quant(Gate gate, const float* a, const float* b, const f
     return kGpuInvalidValue;
   }
   const auto grid = static_cast<unsigned>(n_tokens);
+  const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
+  const int64_t vecs_per_thread = (n_cols / 4 + kThreads - 1) / kThreads;
+  if (vecs_per_thread <= kMaxRowVecs && !misaligned(a) && !misaligned(b) && !misaligned(g) && !misaligned(out.q) &&
+      !misaligned(normed) && !misaligned(sum)) {
+    return launch_rows(gate, vecs_per_thread, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
+  }
   switch (gate) {
     case Gate::kNone:
       rms_norm_quant_kernel<Gate::kNone><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,

@@ -1,7 +1,7 @@
 // The W2A8 GEMV: ternary weights in the W2C layout times int8 activations (w2a8_math.h).
 //
 // One warp per output row, kRowsPerBlock rows per block. Lane l reads chunk l + 32 * it of the
-// row: one 16-byte load of 64 columns' codes, so a warp's load instruction covers 512
+// row, up to kLoadsAhead of them before any is used: one 16-byte load of 64 columns' codes, so a warp's load instruction covers 512
 // contiguous bytes; the 64 activations of the chunk are four 16-byte loads (L1/L2 hits: every
 // row reads the same ones). Each 32-bit word of codes gives four dp4a operands by shift and
 // mask. Tokens come in tiles of kTokens (1, 4 or 8) per weight read: decode reads each weight
@@ -24,6 +24,7 @@ namespace bitnet::cuda {
 namespace {
 
 constexpr int kRowsPerBlock = 4;
+constexpr int kLoadsAhead = 4;  // decode's chunk loads in flight per lane: rows of up to 8192 columns in one round
 
 // Weight i of a group, one kernel parameter each (a struct of arrays indexed by a computed i
 // went through a 96-byte local copy): it holds global rows [slot i-1's row_end, row_end).
@@ -67,40 +68,48 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
     isum[t] = 0;
     fsum[t] = 0.0f;
   }
-  for (int64_t c0 = 0; c0 < n_chunks; c0 += kWarp) {
-    const int64_t c = c0 + lane;
-    const bool valid = c < n_chunks;
-    uint32_t w[kChunkWords] = {0, 0, 0, 0};
-    if (valid) {
-      const uint4 v = __ldg(row + c);
-      w[0] = v.x;
-      w[1] = v.y;
-      w[2] = v.z;
-      w[3] = v.w;
+  // decode reads ahead; tiles of 4 and 8 tokens have the registers for one chunk (127 registers and
+  // spills otherwise) and more arithmetic per load to hide it
+  constexpr int kAhead = kTokens == 1 ? kLoadsAhead : 1;
+  for (int64_t c00 = 0; c00 < n_chunks; c00 += kWarp * kAhead) {
+    // every load of codes of this round first: one DRAM latency per round, not one per chunk
+    uint4 ahead[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t c = c00 + u * kWarp + lane;
+      ahead[u] = c < n_chunks ? __ldg(row + c) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      if (t >= nt) continue;  // uniform over the warp (continue, not break: the loop unrolls)
-      int32_t term = 0;
-      if (valid) {
-        const int4* a = reinterpret_cast<const int4*>(q + (t0 + t) * n_cols + c * kChunkCols);
-        int32_t act[16];
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t c0 = c00 + u * kWarp;
+      if (c0 >= n_chunks) break;  // uniform over the warp
+      const int64_t c = c0 + lane;
+      const bool valid = c < n_chunks;
+      const uint32_t w[kChunkWords] = {ahead[u].x, ahead[u].y, ahead[u].z, ahead[u].w};
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int4 v = __ldg(a + k);
-          act[4 * k] = v.x;
-          act[4 * k + 1] = v.y;
-          act[4 * k + 2] = v.z;
-          act[4 * k + 3] = v.w;
+      for (int t = 0; t < kTokens; ++t) {
+        if (t >= nt) continue;  // uniform over the warp (continue, not break: the loop unrolls)
+        int32_t term = 0;
+        if (valid) {
+          const int4* a = reinterpret_cast<const int4*>(q + (t0 + t) * n_cols + c * kChunkCols);
+          int32_t act[16];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int4 v = __ldg(a + k);
+            act[4 * k] = v.x;
+            act[4 * k + 1] = v.y;
+            act[4 * k + 2] = v.z;
+            act[4 * k + 3] = v.w;
+          }
+          term = chunk_term(w, act, __ldg(chunk_sum + (t0 + t) * n_chunks + c));
         }
-        term = chunk_term(w, act, __ldg(chunk_sum + (t0 + t) * n_chunks + c));
-      }
-      if (per_row) {
-        isum[t] += term;
-      } else {
-        for (int off = 1; off < lanes_per_block; off <<= 1) term += shfl_xor(term, off);
-        if (valid && lane % lanes_per_block == 0) {
-          fsum[t] += w2a8_epilogue(term, 0, __ldg(act_scale + t0 + t), __ldg(scales + r * n_blocks + c / lanes_per_block));
+        if (per_row) {
+          isum[t] += term;
+        } else {
+          for (int off = 1; off < lanes_per_block; off <<= 1) term += shfl_xor(term, off);
+          if (valid && lane % lanes_per_block == 0) {
+            fsum[t] += w2a8_epilogue(term, 0, __ldg(act_scale + t0 + t), __ldg(scales + r * n_blocks + c / lanes_per_block));
+          }
         }
       }
     }
