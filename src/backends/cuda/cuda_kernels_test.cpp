@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/kernel_set.h"
@@ -130,7 +131,8 @@ TEST_F(CudaKernels, W2a8MmaGemmIsBitExactWithTheCpu) {
   };
   for (const Case k : {Case{GgmlType::kI2_S, 2560, 2560, 64, false}, Case{GgmlType::kI2_S, 6912, 2560, 37, false},
                        Case{GgmlType::kI2_S, 2560, 6912, 5, false}, Case{GgmlType::kTQ2_0, 77, 768, 33, true},
-                       Case{GgmlType::kTQ1_0, 640, 2560, 100, true}}) {
+                       Case{GgmlType::kTQ1_0, 640, 2560, 100, true}, Case{GgmlType::kI2_S, 640, 2560, 200, false},
+                       Case{GgmlType::kTQ2_0, 77, 768, 161, true}}) {  // over 128 tokens: the tiled kernel
     const int64_t n = k.n_rows * k.n_cols;
     auto scales = cpu::test::random_scales(k.type, n, rng);
     if (!k.per_block) std::fill(scales.begin(), scales.end(), scales[0]);
@@ -158,6 +160,39 @@ TEST_F(CudaKernels, W2a8MmaGemmIsBitExactWithTheCpu) {
     w2a8_mma_twin(w->words.data(), w->scales.data(), k.n_rows, k.n_cols, w->scale_block, q.data(), s.data(),
                   sums.data(), k.n_tokens, want.data());
     ASSERT_EQ(y.host(), want) << ggml_type_name(k.type) << " " << k.n_rows << "x" << k.n_cols << " tokens " << k.n_tokens;
+  }
+  // Rows the file formats never have (a multiple of 64 columns, not of 128: the tiled kernel's last
+  // tile is partial), from W2C words drawn directly, with per-row and 64-column scale blocks.
+  for (const auto& [n_rows, n_cols, n_tokens, scale_block] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{77, 192, 145, 192}, {70, 320, 9, 64}, {129, 448, 160, 448}}) {
+    std::vector<uint32_t> words(static_cast<size_t>(n_rows * n_cols / kWordCols));
+    for (auto& w : words) {
+      uint32_t codes[kWordCols];
+      for (auto& code : codes) code = static_cast<uint32_t>(rng() % 3);
+      w = pack_word(codes);
+    }
+    std::vector<float> wscales(static_cast<size_t>(n_rows * (n_cols / scale_block)));
+    for (auto& v : wscales) v = 0.25f + static_cast<float>(rng() % 64) / 64.0f;
+    const auto x = randn(n_tokens * n_cols, rng);
+    std::vector<int8_t> q(x.size());
+    std::vector<float> s(static_cast<size_t>(n_tokens));
+    std::vector<int32_t> sums(static_cast<size_t>(n_tokens * n_cols / kChunkCols));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * n_cols, n_cols, q.data() + t * n_cols,
+                                                     sums.data() + t * n_cols / kChunkCols);
+    }
+    DeviceVec<uint32_t> dwords(words);
+    DeviceVec<float> dws(wscales), ds(s), y(static_cast<size_t>(n_tokens * n_rows));
+    DeviceVec<int8_t> dq(q);
+    DeviceVec<int32_t> dsums(sums);
+    const W2cView view{dwords.get(), dws.get(), n_rows, n_cols, scale_block};
+    ASSERT_EQ(w2a8_gemm_mma(view, Q8View{dq.get(), ds.get(), dsums.get()}, n_tokens, y.get(), prop.major, nullptr),
+              cudaSuccess);
+    sync();
+    std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
+    w2a8_mma_twin(words.data(), wscales.data(), n_rows, n_cols, scale_block, q.data(), s.data(), sums.data(), n_tokens,
+                  want.data());
+    ASSERT_EQ(y.host(), want) << n_rows << "x" << n_cols << " tokens " << n_tokens << " blocks of " << scale_block;
   }
 }
 
