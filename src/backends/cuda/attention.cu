@@ -38,6 +38,7 @@ __global__ void __launch_bounds__(kWarp* kWarps)
     attention_split_kernel(const float* __restrict__ q, const __half* __restrict__ k_cache,
                            const __half* __restrict__ v_cache, KvRows rows, AttentionShape shape,
                            float* __restrict__ scratch) {
+  wait_for_previous();
   constexpr int kDim = 64 * kPairs;
   const int hd = kFull ? kDim : shape.head_dim;
   const int h = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
@@ -133,6 +134,7 @@ __global__ void __launch_bounds__(kWarp* kWarps)
 
 // One block per (token, head): thread d merges dimension d over the slices.
 __global__ void attention_merge_kernel(const float* __restrict__ scratch, AttentionShape shape, float* __restrict__ out) {
+  wait_for_previous();
   const int h = static_cast<int>(blockIdx.x);
   const int64_t t = blockIdx.y;
   const float* slots = scratch + (t * shape.n_head + h) * shape.n_splits * (2 + int64_t{shape.head_dim});
@@ -150,12 +152,13 @@ __global__ void attention_merge_kernel(const float* __restrict__ scratch, Attent
 }
 
 template <int kPairs, bool kFull>
-void launch_split(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const KvRows& rows,
-                  const AttentionShape& shape, int64_t n_tokens, float* scratch, GpuStream stream) {
+GpuError launch_split(const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const KvRows& rows,
+                      const AttentionShape& shape, int64_t n_tokens, float* scratch, GpuStream stream) {
   const dim3 grid(static_cast<unsigned>(shape.n_head), static_cast<unsigned>(shape.n_splits),
                   static_cast<unsigned>(n_tokens));
-  attention_split_kernel<kPairs, kFull><<<grid, kWarp * kWarps, 0, stream>>>(
-      q, reinterpret_cast<const __half*>(k_cache), reinterpret_cast<const __half*>(v_cache), rows, shape, scratch);
+  return launch_dependent(attention_split_kernel<kPairs, kFull>, grid, dim3(kWarp * kWarps), stream, q,
+                          reinterpret_cast<const __half*>(k_cache), reinterpret_cast<const __half*>(v_cache), rows, shape,
+                          scratch);
 }
 
 }  // namespace
@@ -169,23 +172,23 @@ GpuError attention_f16(const float* q, const uint16_t* k_cache, const uint16_t* 
   }
   const int32_t hd = shape.head_dim;
   if (!attention_head_dim_supported(hd)) return kGpuInvalidValue;
+  GpuError e = kGpuSuccess;
   if (hd == 64) {
-    launch_split<1, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+    e = launch_split<1, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
   } else if (hd == 128) {
-    launch_split<2, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+    e = launch_split<2, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
   } else if (hd == 256) {
-    launch_split<4, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+    e = launch_split<4, true>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
   } else if (hd < 64) {
-    launch_split<1, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+    e = launch_split<1, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
   } else if (hd < 128) {
-    launch_split<2, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+    e = launch_split<2, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
   } else {
-    launch_split<4, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
+    e = launch_split<4, false>(q, k_cache, v_cache, rows, shape, n_tokens, scratch, stream);
   }
-  if (const GpuError e = launch_status(); e != kGpuSuccess) return e;
+  if (e != kGpuSuccess) return e;
   const dim3 grid(static_cast<unsigned>(shape.n_head), static_cast<unsigned>(n_tokens));
-  attention_merge_kernel<<<grid, 128, 0, stream>>>(scratch, shape, out);
-  return launch_status();
+  return launch_dependent(attention_merge_kernel, grid, dim3(128), stream, scratch, shape, out);
 }
 
 }  // namespace bitnet::cuda

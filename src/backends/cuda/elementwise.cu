@@ -1,6 +1,11 @@
 // Elementwise kernels of the forward pass: residual add, the gated activations, .scale,
 // rope, the F16 KV store and embedding rows. Grid-stride loops over flat indices.
 #include "backends/cuda/gpu_common.cuh"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/ops_math.h"
 
@@ -62,6 +67,7 @@ __global__ void rope_kernel(float* x, const float2* cos_sin, int64_t n_tokens, i
 __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const float2* cos_sin, int64_t n_tokens,
                                      int32_t n_head, int32_t n_head_kv, int32_t head_dim, int32_t n_rot, bool neox,
                                      KvRows rows, __half* k_cache, __half* v_cache) {
+  wait_for_previous();
   const int64_t n_pairs = n_rot / 2;
   const int64_t n_embd_kv = static_cast<int64_t>(n_head_kv) * head_dim;
   const int64_t q_end = n_tokens * n_head * n_pairs;
@@ -194,10 +200,9 @@ GpuError rope_store_kv_f16(float* q, float* k, const float* v, const float* cos_
     return kGpuInvalidValue;
   }
   const int64_t n = n_tokens * ((n_head + n_head_kv) * static_cast<int64_t>(n_rot / 2) + static_cast<int64_t>(n_head_kv) * head_dim);
-  rope_store_kv_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      q, k, v, reinterpret_cast<const float2*>(cos_sin), n_tokens, n_head, n_head_kv, head_dim, n_rot, neox, rows,
-      reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache));
-  return launch_status();
+  return launch_dependent(rope_store_kv_kernel, dim3(blocks_for(n)), dim3(kThreads), stream, q, k, v,
+                          reinterpret_cast<const float2*>(cos_sin), n_tokens, n_head, n_head_kv, head_dim, n_rot, neox, rows,
+                          reinterpret_cast<__half*>(k_cache), reinterpret_cast<__half*>(v_cache));
 }
 
 GpuError embed_rows(const FloatWeightView& w, const int32_t* tokens, int64_t n_tokens, float* dst, GpuStream stream) {
@@ -205,5 +210,28 @@ GpuError embed_rows(const FloatWeightView& w, const int32_t* tokens, int64_t n_t
   embed_kernel<<<blocks_for(n_tokens * w.n_cols), kThreads, 0, stream>>>(w, tokens, n_tokens, dst);
   return launch_status();
 }
+
+#if !defined(__HIPCC__)
+// gpu_common.cuh's launch_dependent: per device, whether its compute capability is 9 or more
+// (programmatic dependent launch), looked up once; BITNET_CUDA_PDL=0 disables it everywhere.
+bool dependent_launch_enabled() {
+  static const bool off = [] {
+    const char* v = std::getenv("BITNET_CUDA_PDL");
+    return v != nullptr && std::strcmp(v, "0") == 0;
+  }();
+  if (off) return false;
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices];  // 0 unknown, 1 no, 2 yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
+  int state = known[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    int major = 0;
+    state = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9 ? 2 : 1;
+    known[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
+}
+#endif
 
 }  // namespace bitnet::cuda

@@ -65,4 +65,47 @@ __device__ __forceinline__ float warp_max(float v) {
 // hipGetLastError answers the status of the last HIP call, not the first error not yet read.
 inline GpuError launch_status() { return gpuGetLastError(); }
 
+// Programmatic dependent launch (CUDA, sm_90+). A kernel launched by launch_dependent may be
+// scheduled while the kernel before it in the stream finishes, so its launch overlaps that
+// kernel's tail instead of following it (a decode step is about 330 small dependent launches).
+// Such a kernel must begin with wait_for_previous(): it returns once the previous kernel has
+// finished and its writes are visible, so nothing before it may read or write global memory.
+// Kernels launched plainly (<<<>>>) wait as always. BITNET_CUDA_PDL=0 turns it off; HIP and
+// devices below sm_90 launch plainly (the wait is then a no-op).
+__device__ __forceinline__ void wait_for_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+#if !defined(__HIPCC__)
+bool dependent_launch_enabled();  // the current device is sm_90+ and BITNET_CUDA_PDL is not 0
+#endif
+
+template <class... Params, class... Args>
+GpuError launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, GpuStream stream, Args... args) {
+#if !defined(__HIPCC__)
+  if (dependent_launch_enabled()) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // read, so that the next launch_status does not report it again
+      return e;
+    }
+    return launch_status();
+  }
+#endif
+  kernel<<<grid, block, 0, stream>>>(static_cast<Params>(args)...);
+  return launch_status();
+}
+
 }  // namespace bitnet::cuda

@@ -76,6 +76,7 @@ __device__ __forceinline__ float load1(const FloatWeightView& w, int64_t r, int6
 template <FloatFormat F, BlockFormat B, int kTokens, bool kAny>
 __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
     matmul_float_kernel(FloatWeightView w, const float* __restrict__ x, int64_t n_tokens, float* __restrict__ y) {
+  wait_for_previous();
   const int lane = static_cast<int>(threadIdx.x);
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
   if (r >= w.n_rows) return;
@@ -121,8 +122,7 @@ GpuError launch(const FloatWeightView& w, const float* x, int64_t n_tokens, floa
   const dim3 block(kWarp, kRowsPerBlock);
   const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
-  matmul_float_kernel<F, B, kTokens, kAny><<<grid, block, 0, stream>>>(w, x, n_tokens, y);
-  return launch_status();
+  return launch_dependent(matmul_float_kernel<F, B, kTokens, kAny>, grid, block, stream, w, x, n_tokens, y);
 }
 
 template <FloatFormat F, BlockFormat B = BlockFormat::kQ4_0>

@@ -66,6 +66,7 @@ __global__ void __launch_bounds__(kThreads)
                           float* __restrict__ normed, float* sum) {
   __shared__ double dsmem[kWarps];
   __shared__ float fsmem[kWarps];
+  wait_for_previous();
   const int64_t t = blockIdx.x;
   const float* ar = a + t * n_cols;
   const float* br = kGate == Gate::kNone ? nullptr : b + t * n_cols;
@@ -136,6 +137,7 @@ __global__ void __launch_bounds__(kThreads)
                                float* __restrict__ normed, float* sum) {
   __shared__ double dsmem[kWarps];
   __shared__ float fsmem[kWarps];
+  wait_for_previous();
   const int64_t t = blockIdx.x;
   const int64_t n_vecs = n_cols / 4;
   const auto* a4 = reinterpret_cast<const float4*>(a + t * n_cols);
@@ -223,6 +225,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(const float* x, const float* __restrict__ g, int64_t n_slice, float eps, float* dst) {
   __shared__ double dsmem[kWarps];
+  wait_for_previous();
   const int64_t off = static_cast<int64_t>(blockIdx.x) * n_slice;
   const float scale = rms_scale([&](int64_t i) { return x[off + i]; }, n_slice, eps, dsmem);
   // Every thread has read its elements before any writes (block_sum synchronises): dst may be x.
@@ -236,24 +239,19 @@ GpuError launch_rows(int64_t vecs, unsigned grid, const float* a, const float* b
                      float eps, const Q8View& out, float* normed, GpuStream stream, float* sum) {
   switch (vecs) {
     case 1:
-      rms_norm_quant_rows_kernel<kGate, 1><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                           out.chunk_sum, normed, sum);
-      break;
+      return launch_dependent(rms_norm_quant_rows_kernel<kGate, 1>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
+                              out.q, out.scale, out.chunk_sum, normed, sum);
     case 2:
-      rms_norm_quant_rows_kernel<kGate, 2><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                           out.chunk_sum, normed, sum);
-      break;
+      return launch_dependent(rms_norm_quant_rows_kernel<kGate, 2>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
+                              out.q, out.scale, out.chunk_sum, normed, sum);
     case 3:
     case 4:
-      rms_norm_quant_rows_kernel<kGate, 4><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                           out.chunk_sum, normed, sum);
-      break;
+      return launch_dependent(rms_norm_quant_rows_kernel<kGate, 4>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
+                              out.q, out.scale, out.chunk_sum, normed, sum);
     default:
-      rms_norm_quant_rows_kernel<kGate, kMaxRowVecs><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                                     out.chunk_sum, normed, sum);
-      break;
+      return launch_dependent(rms_norm_quant_rows_kernel<kGate, kMaxRowVecs>, dim3(grid), dim3(kThreads), stream, a, b, g,
+                              n_cols, eps, out.q, out.scale, out.chunk_sum, normed, sum);
   }
-  return launch_status();
 }
 
 GpuError launch_rows(Gate gate, int64_t vecs, unsigned grid, const float* a, const float* b, const float* g,
@@ -284,23 +282,19 @@ GpuError gated_rms_norm_quant(Gate gate, const float* a, const float* b, const f
   }
   switch (gate) {
     case Gate::kNone:
-      rms_norm_quant_kernel<Gate::kNone><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                         out.chunk_sum, normed, sum);
-      break;
+      return launch_dependent(rms_norm_quant_kernel<Gate::kNone>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
+                              out.q, out.scale, out.chunk_sum, normed, sum);
     case Gate::kRelu2:
-      rms_norm_quant_kernel<Gate::kRelu2><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                          out.chunk_sum, normed, sum);
-      break;
+      return launch_dependent(rms_norm_quant_kernel<Gate::kRelu2>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
+                              out.q, out.scale, out.chunk_sum, normed, sum);
     case Gate::kSilu:
-      rms_norm_quant_kernel<Gate::kSilu><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                         out.chunk_sum, normed, sum);
-      break;
+      return launch_dependent(rms_norm_quant_kernel<Gate::kSilu>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
+                              out.q, out.scale, out.chunk_sum, normed, sum);
     case Gate::kAdd:
-      rms_norm_quant_kernel<Gate::kAdd><<<grid, kThreads, 0, stream>>>(a, b, g, n_cols, eps, out.q, out.scale,
-                                                                        out.chunk_sum, normed, sum);
-      break;
+      return launch_dependent(rms_norm_quant_kernel<Gate::kAdd>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
+                              out.q, out.scale, out.chunk_sum, normed, sum);
   }
-  return launch_status();
+  return kGpuInvalidValue;
 }
 
 GpuError rms_norm_quant(const float* x, const float* g, int64_t n_tokens, int64_t n_cols, float eps, Q8View out,
@@ -312,8 +306,8 @@ GpuError rms_norm(const float* x, const float* g, int64_t n_rows, int64_t n_cols
                   float* dst, GpuStream stream) {
   const int64_t slices = n_slices > 0 ? n_slices : 1;
   if (n_rows <= 0 || n_cols <= 0 || n_cols % slices != 0 || n_rows * slices > 0x7fffffff) return kGpuInvalidValue;
-  rms_norm_kernel<<<static_cast<unsigned>(n_rows * slices), kThreads, 0, stream>>>(x, g, n_cols / slices, eps, dst);
-  return launch_status();
+  return launch_dependent(rms_norm_kernel, dim3(static_cast<unsigned>(n_rows * slices)), dim3(kThreads), stream, x, g,
+                          n_cols / slices, eps, dst);
 }
 
 }  // namespace bitnet::cuda

@@ -40,6 +40,7 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
     w2a8_gemv_kernel(const Slot s0, const Slot s1, const Slot s2, int64_t n_cols, int64_t scale_block,
                      const int8_t* __restrict__ q, const float* __restrict__ act_scale,
                      const int32_t* __restrict__ chunk_sum, int64_t n_tokens) {
+  wait_for_previous();
   const int lane = static_cast<int>(threadIdx.x);
   const int global_row = static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.y);
   // An unused slot's row_end repeats the last weight's: no row selects it.
@@ -134,9 +135,8 @@ GpuError launch(const Slot (&slots)[kGemvGroupMax], int64_t n_cols, int64_t scal
   const dim3 block(kWarp, kRowsPerBlock);
   const dim3 grid(static_cast<unsigned>((n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
-  w2a8_gemv_kernel<kTokens><<<grid, block, 0, stream>>>(slots[0], slots[1], slots[2], n_cols, scale_block, x.q, x.scale,
-                                                         x.chunk_sum, n_tokens);
-  return launch_status();
+  return launch_dependent(w2a8_gemv_kernel<kTokens>, grid, block, stream, slots[0], slots[1], slots[2], n_cols, scale_block,
+                          x.q, x.scale, x.chunk_sum, n_tokens);
 }
 
 }  // namespace
