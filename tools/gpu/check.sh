@@ -6,7 +6,7 @@
 # summary.txt, gpu.txt, tests.log, bench.log, profile.log, sanitizer.log; the summary is printed
 # last.
 # CHECK_STEPS picks steps (default: all, in this order):
-#   devices probe kernels ops backend golden kbench bench parallel profile sanitizer
+#   devices probe kernels ops backend golden kbench bench q6k parallel profile sanitizer
 set -u
 start=$(date +%s)
 deadline=$((start + ${CHECK_SECONDS:-480}))
@@ -21,7 +21,7 @@ fi
 # tar needs xz for -J; python3 (there with PyTorch) reads it either way
 tar -C /tmp -xJf .gpu/bitnet-gpu.tar.xz 2>/dev/null ||
   python3 -c 'import tarfile; tarfile.open(".gpu/bitnet-gpu.tar.xz").extractall("/tmp")' || exit 2
-steps=${CHECK_STEPS:-devices probe kernels ops backend golden kbench bench parallel profile sanitizer}
+steps=${CHECK_STEPS:-devices probe kernels ops backend golden kbench bench q6k parallel profile sanitizer}
 summary="$out/summary.txt"
 { echo "bundle $(cat "$root/COMMIT") (sm_$(cat "$root/ARCH"))"; date -u; } > "$summary"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem \
@@ -59,7 +59,7 @@ step() {
 
 bin="$root/bin"
 run=(env LD_LIBRARY_PATH="$root/lib" BITNET_STRICT_MODE=1)  # the bundle's libraries; no silent fallback to the CPU
-case " $steps " in *" bench "* | *" parallel "* | *" profile "*) steps="$steps synth" ;; esac
+case " $steps " in *" bench "* | *" q6k "* | *" parallel "* | *" profile "*) steps="$steps synth" ;; esac
 model=/tmp/2b4t-i2_s.gguf
 step devices "$out/tests.log" 30 "${run[@]}" "$bin/bitnet" devices
 # the cuda entry and its devices: available, or why not (then every test skips)
@@ -72,6 +72,8 @@ step golden "$out/tests.log" 120 "${run[@]}" "$bin/e2e_golden_gpu_test"
 step kbench "$out/bench.log" 60 "${run[@]}" "$bin/bitnet_cuda_bench"
 step synth "$out/bench.log" 60 "${run[@]}" "$bin/bitnet" synth -o "$model" --preset 2b4t --type i2_s
 step bench "$out/bench.log" 120 "${run[@]}" "$bin/bitnet" bench -m "$model" --device cuda -p 128,512 -n 64 -r 3
+# the head requantized to Q6_K at load (0.8 instead of 1.19 GB per token, bitnet.cpp's default)
+step q6k "$out/bench.log" 60 "${run[@]}" "$bin/bitnet" bench -m "$model" --device cuda --head-type q6_K -p 0 -n 64 -r 3
 step parallel "$out/bench.log" 90 "${run[@]}" "$bin/bitnet" bench -m "$model" --device cuda -p 0 -n 64 --parallel 1,8,32 -r 2
 # Where the time goes per kernel (kernel_profile.h; plain launches, no graphs): a prompt of 512,
 # then decode.
