@@ -1,6 +1,7 @@
 #include "backends/cpu/q6_K_lanes.h"
 
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include "quant/q6_k.h"
@@ -10,16 +11,7 @@ namespace {
 
 constexpr int64_t kQ8_KQuantsAt = 4;  // after d (float)
 
-// The codes by position into a lane-order block's three planes (q6_K_lanes.h), and back.
-void set_plane_codes(const uint8_t codes[256], uint8_t* block) {
-  for (int j = 0; j < 3; ++j) {
-    for (int x = 0; x < 64; ++x) {
-      const int high = codes[192 + x] >> (2 * j) & 3;
-      block[64 * j + x] = static_cast<uint8_t>(codes[64 * j + x] | high << 6);
-    }
-  }
-}
-
+// A lane-order block's three planes (q6_K_lanes.h) back into codes by position.
 void plane_codes(const uint8_t* block, uint8_t codes[256]) {
   for (int x = 0; x < 64; ++x) codes[192 + x] = 0;
   for (int j = 0; j < 3; ++j) {
@@ -31,14 +23,43 @@ void plane_codes(const uint8_t* block, uint8_t codes[256]) {
   }
 }
 
+static_assert(std::endian::native == std::endian::little, "file_codes4 reads byte k of a word as its bits 8k..8k+7");
+
+uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The 6-bit codes of elements e .. e+3 of a file-order block, one per byte (byte k: element
+// e + k), for e a multiple of 4 that stays within one 32-element quarter: ggml stores element
+// 128n + 32q + l as the low (q < 2) or high nibble of ql[64n + l + 32 (q & 1)] and bits 2q,
+// 2q+1 of qh[32n + l]. Byte-wise shifts and masks of 32-bit words (little-endian), no carries
+// between bytes.
+uint32_t file_codes4(const uint8_t* block, int e) {
+  const int n = e / 128, q = e % 128 / 32, l = e % 32;
+  const uint32_t low = load32(block + 64 * n + l + 32 * (q & 1)) >> (4 * (q >> 1)) & 0x0F0F0F0Fu;
+  const uint32_t high = load32(block + 128 + 32 * n + l) >> (2 * q) & 0x03030303u;
+  return low | high << 4;
+}
+
 }  // namespace
 
+// Plane j's bytes x .. x+3 (x a multiple of 4) hold the codes at positions 64j + x .. +3, which
+// are elements 16 (x / 4) + 4j .. +3 (q6_K_lane_element), and bit pair j of those at 192 + x,
+// elements 16 (x / 4) + 12 .. +3: four bytes at a time, straight from ggml's nibbles and pairs
+// (about 6x fewer operations than unpacking, permuting and packing code by code: this runs over
+// every block of the head at load).
 void q6_K_block_to_lanes(const uint8_t* src, uint8_t* dst) {
-  uint8_t codes[256], lanes[256];
-  quant::q6_K_codes(src, codes);
-  for (int pos = 0; pos < 256; ++pos) lanes[pos] = codes[q6_K_lane_element(pos)];
-  std::memcpy(dst, src, quant::kQ6_KBlockBytes);  // scales, d
-  set_plane_codes(lanes, dst);
+  std::memcpy(dst + 192, src + 192, quant::kQ6_KBlockBytes - 192);  // scales, d
+  for (int x = 0; x < 64; x += 4) {
+    const int e = 16 * (x / 4);
+    const uint32_t fourth = file_codes4(src, e + 12);
+    for (int j = 0; j < 3; ++j) {
+      const uint32_t plane = file_codes4(src, e + 4 * j) | (fourth >> (2 * j) & 0x03030303u) << 6;
+      std::memcpy(dst + 64 * j + x, &plane, 4);
+    }
+  }
 }
 
 void q8_K_block_to_lanes(uint8_t* block) {

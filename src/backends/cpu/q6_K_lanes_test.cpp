@@ -59,22 +59,27 @@ TEST(Q6_KLanes, RepackedRowsDequantizeToTheSameValues) {
 
 TEST(Q6_KLanes, PlanesHoldSixBitsAndAPairOfTheFourthVector) {
   std::mt19937 rng(11);
-  const auto w = quantized(GgmlType::kQ6_K, test::random_floats(256, rng));
-  uint8_t codes[256];
-  quant::q6_K_codes(w.data(), codes);  // by element
+  constexpr int kBlocks = 16;
+  const auto w = quantized(GgmlType::kQ6_K, test::random_floats(256 * kBlocks, rng));
   const auto lanes = to_lanes(w);
-  const auto code_at = [&](int pos) { return codes[q6_K_lane_element(pos)]; };
   int high_bits_set = 0;
-  for (int j = 0; j < 3; ++j) {
-    for (int x = 0; x < 64; ++x) {
-      const uint8_t b = lanes[static_cast<size_t>(64 * j + x)];
-      EXPECT_EQ(b & 63, code_at(64 * j + x)) << "plane " << j << " byte " << x;
-      EXPECT_EQ(b >> 6, code_at(192 + x) >> (2 * j) & 3) << "plane " << j << " byte " << x;
-      high_bits_set += b >> 6 != 0;
+  for (int blk = 0; blk < kBlocks; ++blk) {
+    const uint8_t* file = w.data() + blk * kBlockBytes;
+    const uint8_t* lane = lanes.data() + blk * kBlockBytes;
+    uint8_t codes[256];
+    quant::q6_K_codes(file, codes);  // by element
+    const auto code_at = [&](int pos) { return codes[q6_K_lane_element(pos)]; };
+    for (int j = 0; j < 3; ++j) {
+      for (int x = 0; x < 64; ++x) {
+        const uint8_t b = lane[64 * j + x];
+        EXPECT_EQ(b & 63, code_at(64 * j + x)) << "block " << blk << " plane " << j << " byte " << x;
+        EXPECT_EQ(b >> 6, code_at(192 + x) >> (2 * j) & 3) << "block " << blk << " plane " << j << " byte " << x;
+        high_bits_set += b >> 6 != 0;
+      }
     }
+    EXPECT_TRUE(std::equal(lane + 192, lane + kBlockBytes, file + 192));  // scales, d
   }
   EXPECT_GT(high_bits_set, 0);
-  EXPECT_TRUE(std::equal(lanes.begin() + 192, lanes.end(), w.begin() + 192));  // scales, d
 }
 
 class Q6_KLanesDot : public test::EverySet {};

@@ -355,21 +355,31 @@ namespace {
 
 // A large float weight (the embedding and head, 657 MB in F16 for 2B-4T) is read once per
 // decoded token: it is copied from the file mapping's 4 KB pages onto huge pages (core/
-// huge_pages.h), in slices of 16 MB that the pool's threads take in turn (each faulting in, and
-// so zeroing, its own part of the copy), each slice's mapped pages released once copied, so
-// resident memory never holds both.
-void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w, ThreadPool* pool) {
-  constexpr int64_t kSlice = int64_t{16} << 20;
+// huge_pages.h), in slices of about 16 MB that the pool's threads take in turn (each faulting
+// in, and so zeroing, its own part of the copy), each slice's mapped pages released once
+// copied, so resident memory never holds both. With `q6_K_lanes` (a Q6_K weight of several rows)
+// the slices hold whole blocks and each block lands in lane order (q6_K_lanes.h) as it is
+// copied: one pass over the weight, not a copy and then a permutation in place.
+void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w, ThreadPool* pool, bool q6_K_lanes) {
+  constexpr int64_t kBlockBytes = quant::kQ6_KBlockBytes;
+  const int64_t slice_bytes = q6_K_lanes ? (int64_t{16} << 20) / kBlockBytes * kBlockBytes : int64_t{16} << 20;
   w.owned.resize(bytes.size());  // filled by the copy itself, not zeroed first
   const auto copy = [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
-      const size_t at = static_cast<size_t>(s * kSlice);
-      const std::span<const uint8_t> slice = bytes.subspan(at, std::min(static_cast<size_t>(kSlice), bytes.size() - at));
-      std::memcpy(w.owned.data() + at, slice.data(), slice.size());
+      const size_t at = static_cast<size_t>(s * slice_bytes);
+      const std::span<const uint8_t> slice =
+          bytes.subspan(at, std::min(static_cast<size_t>(slice_bytes), bytes.size() - at));
+      if (q6_K_lanes) {
+        for (size_t b = 0; b + kBlockBytes <= slice.size(); b += kBlockBytes) {
+          q6_K_block_to_lanes(slice.data() + b, w.owned.data() + at + b);
+        }
+      } else {
+        std::memcpy(w.owned.data() + at, slice.data(), slice.size());
+      }
       release_mapped_pages(slice);
     }
   };
-  const int64_t n_slices = (static_cast<int64_t>(bytes.size()) + kSlice - 1) / kSlice;
+  const int64_t n_slices = (static_cast<int64_t>(bytes.size()) + slice_bytes - 1) / slice_bytes;
   if (pool != nullptr) {
     pool->parallel_for(n_slices, 1, copy);
   } else {
@@ -378,26 +388,7 @@ void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w, ThreadPool
   // The pages that straddle the slices' edges (kept by both slices) go too.
   release_mapped_pages(bytes);
   w.raw = std::span<const uint8_t>(w.owned.data(), w.owned.size());
-}
-
-// The owned copy of a Q6_K weight in lane order, block by block in place.
-void to_q6_K_lanes(CpuWeight& w, ThreadPool* pool) {
-  constexpr int64_t kBlockBytes = quant::kQ6_KBlockBytes;
-  const int64_t n_blocks = static_cast<int64_t>(w.owned.size()) / kBlockBytes;
-  uint8_t* bytes = w.owned.data();
-  const auto permute = [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      uint8_t file_order[kBlockBytes];
-      std::memcpy(file_order, bytes + b * kBlockBytes, kBlockBytes);
-      q6_K_block_to_lanes(file_order, bytes + b * kBlockBytes);
-    }
-  };
-  if (pool != nullptr) {
-    pool->parallel_for(n_blocks, 4096, permute);
-  } else {
-    permute(0, n_blocks);
-  }
-  w.q6_K_lanes = true;
+  w.q6_K_lanes = q6_K_lanes;
 }
 
 }  // namespace
@@ -416,10 +407,11 @@ Result<CpuWeight> prepare_weight(const hal::WeightDesc& d, int32_t rows_per_grou
   }
   BITNET_ASSIGN_OR_RETURN(uint64_t row_bytes, ggml_tensor_n_bytes(d.type, w.n_cols));
   w.raw = d.bytes;
-  if (d.file_backed && d.bytes.size() >= kHugeBlockBytes) copy_to_huge_pages(d.bytes, w, pool);
-  w.row_bytes = static_cast<int64_t>(row_bytes);
   // (A one-row weight is read only as the values dequantized below, in the file's order.)
-  if (q6_K_lanes && d.type == GgmlType::kQ6_K && !w.owned.empty() && w.n_rows > 1) to_q6_K_lanes(w, pool);
+  if (d.file_backed && d.bytes.size() >= kHugeBlockBytes) {
+    copy_to_huge_pages(d.bytes, w, pool, q6_K_lanes && d.type == GgmlType::kQ6_K && w.n_rows > 1);
+  }
+  w.row_bytes = static_cast<int64_t>(row_bytes);
   if (w.n_rows == 1) {
     w.values.resize(static_cast<size_t>(w.n_cols));
     BITNET_RETURN_IF_ERROR(quant::dequantize(d.type, w.raw, w.n_cols, w.values.data()).with_context(d.name));

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/q6_K_lanes.h"
 #include "core/huge_pages.h"
 #include "core/mmap_file.h"
 #include "core/test_temp_dir.h"
 #include "core/thread_pool.h"
+#include "quant/q6_k.h"
 #include "quant/quant.h"
 
 namespace bitnet::cpu {
@@ -119,6 +121,32 @@ MappedBytes write_q6_K(const char* name, int64_t n_cols, int64_t n_rows) {
   f.bytes = *quant::quantize(GgmlType::kQ6_K, x.data(), n_rows, n_cols);
   write_and_map(name, f);
   return f;
+}
+
+// A Q6_K weight over several of the pool's slices lands in lane order block by block, the slices
+// cut between blocks (16 MB is not a multiple of 210 bytes).
+TEST(Q6_KWeights, ThePoolCopiesSeveralSlicesInLaneOrder) {
+  const int64_t n_cols = 2560, n_rows = 9000;  // 18.9 MB: two slices, the second short
+  const MappedBytes f = write_q6_K("large_pool_q6_K.bin", n_cols, n_rows);
+  hal::WeightDesc d;
+  d.name = "head";
+  d.type = GgmlType::kQ6_K;
+  d.ne = {n_cols, n_rows, 1, 1};
+  d.bytes = f.map.bytes();
+  d.file_backed = true;
+  ThreadPool pool(2);
+  auto w = prepare_weight(d, 1, &pool, TernaryLayout::k2Bit, true);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ASSERT_TRUE(w->q6_K_lanes);
+  ASSERT_EQ(w->owned.size(), f.bytes.size());
+  constexpr size_t kBlock = quant::kQ6_KBlockBytes;
+  uint8_t want[kBlock];
+  size_t wrong = 0;
+  for (size_t b = 0; b < f.bytes.size(); b += kBlock) {
+    q6_K_block_to_lanes(f.bytes.data() + b, want);
+    wrong += std::memcmp(want, w->raw.data() + b, kBlock) != 0;
+  }
+  EXPECT_EQ(wrong, 0u) << "of " << f.bytes.size() / kBlock << " blocks";
 }
 
 // Asked for lane order, a large file-backed Q6_K weight (the copy onto huge pages) takes it; a
