@@ -213,7 +213,10 @@ GpuError embed_rows(const FloatWeightView& w, const int32_t* tokens, int64_t n_t
 
 #if !defined(__HIPCC__)
 // gpu_common.cuh's launch_dependent: per device, whether its compute capability is 9 or more
-// (programmatic dependent launch), looked up once; BITNET_CUDA_PDL=0 disables it everywhere.
+// (programmatic dependent launch) and the kernels it runs were compiled for compute_90 or later
+// (`wait_for_previous` is empty below that: a build for sm_80 JIT-compiled on an H100 must not
+// launch early), looked up once; BITNET_CUDA_PDL=0 disables it everywhere. Every kernel is built
+// for the same architectures, so one of them answers for all.
 bool dependent_launch_enabled() {
   static const bool off = [] {
     const char* v = std::getenv("BITNET_CUDA_PDL");
@@ -227,7 +230,11 @@ bool dependent_launch_enabled() {
   int state = known[device].load(std::memory_order_relaxed);
   if (state == 0) {
     int major = 0;
-    state = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9 ? 2 : 1;
+    cudaFuncAttributes attributes{};
+    const bool sm90 = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
+    const bool built90 = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&scale_kernel)) == cudaSuccess &&
+                         attributes.ptxVersion >= 90;
+    state = sm90 && built90 ? 2 : 1;
     known[device].store(state, std::memory_order_relaxed);
   }
   return state == 2;
