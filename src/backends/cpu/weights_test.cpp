@@ -45,10 +45,10 @@ MappedBytes write_f16(const char* name, int64_t n_cols, int64_t n_rows) {
   return f;
 }
 
-hal::WeightDesc desc(const MappedBytes& f, int64_t n_cols, int64_t n_rows) {
+hal::WeightDesc desc(const MappedBytes& f, int64_t n_cols, int64_t n_rows, GgmlType type = GgmlType::kF16) {
   hal::WeightDesc d;
   d.name = "head";
-  d.type = GgmlType::kF16;
+  d.type = type;
   d.ne = {n_cols, n_rows, 1, 1};
   d.bytes = f.map.bytes();
   d.file_backed = true;
@@ -128,14 +128,8 @@ MappedBytes write_q6_K(const char* name, int64_t n_cols, int64_t n_rows) {
 TEST(Q6_KWeights, ThePoolCopiesSeveralSlicesInLaneOrder) {
   const int64_t n_cols = 2560, n_rows = 9000;  // 18.9 MB: two slices, the second short
   const MappedBytes f = write_q6_K("large_pool_q6_K.bin", n_cols, n_rows);
-  hal::WeightDesc d;
-  d.name = "head";
-  d.type = GgmlType::kQ6_K;
-  d.ne = {n_cols, n_rows, 1, 1};
-  d.bytes = f.map.bytes();
-  d.file_backed = true;
   ThreadPool pool(2);
-  auto w = prepare_weight(d, 1, &pool, TernaryLayout::k2Bit, true);
+  auto w = prepare_weight(desc(f, n_cols, n_rows, GgmlType::kQ6_K), 1, &pool, TernaryLayout::k2Bit, true);
   ASSERT_TRUE(w.ok()) << w.status().message();
   ASSERT_TRUE(w->q6_K_lanes);
   ASSERT_EQ(w->owned.size(), f.bytes.size());

@@ -68,6 +68,24 @@ class CudaKernels : public testing::Test {
 
 std::vector<float> randn(int64_t n, std::mt19937& rng, float sd = 1.0f) { return cpu::test::random_floats(n, rng, sd); }
 
+// n_tokens rows of random activations as the norm kernels quantize them (act_quant_row_twin):
+// int8 rows, one scale per row, the sums per 64 columns.
+struct QuantizedActs {
+  std::vector<int8_t> q;
+  std::vector<float> s;
+  std::vector<int32_t> sums;
+};
+QuantizedActs quantized_acts(int64_t n_tokens, int64_t n_cols, std::mt19937& rng) {
+  const auto x = randn(n_tokens * n_cols, rng);
+  QuantizedActs a{std::vector<int8_t>(x.size()), std::vector<float>(static_cast<size_t>(n_tokens)),
+                  std::vector<int32_t>(static_cast<size_t>(n_tokens * n_cols / kChunkCols))};
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    a.s[static_cast<size_t>(t)] =
+        act_quant_row_twin(x.data() + t * n_cols, n_cols, a.q.data() + t * n_cols, a.sums.data() + t * n_cols / kChunkCols);
+  }
+  return a;
+}
+
 TEST_F(CudaKernels, W2a8GemvIsBitExactWithItsTwin) {
   std::mt19937 rng(11);
   const GgmlType types[] = {GgmlType::kI2_S, GgmlType::kTQ2_0, GgmlType::kTQ1_0};
@@ -87,14 +105,7 @@ TEST_F(CudaKernels, W2a8GemvIsBitExactWithItsTwin) {
         DeviceVec<uint32_t> words(w->words);
         DeviceVec<float> wscales(w->scales);
         for (const int64_t n_tokens : {1, 3, 9}) {
-          const auto x = randn(n_tokens * sh.n_cols, rng);
-          std::vector<int8_t> q(x.size());
-          std::vector<float> s(static_cast<size_t>(n_tokens));
-          std::vector<int32_t> sums(static_cast<size_t>(n_tokens * sh.n_cols / kChunkCols));
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * sh.n_cols, sh.n_cols, q.data() + t * sh.n_cols,
-                                                           sums.data() + t * sh.n_cols / kChunkCols);
-          }
+          const auto [q, s, sums] = quantized_acts(n_tokens, sh.n_cols, rng);
           DeviceVec<int8_t> dq(q);
           DeviceVec<float> ds(s);
           DeviceVec<int32_t> dsums(sums);
@@ -140,14 +151,7 @@ TEST_F(CudaKernels, W2a8MmaGemmIsBitExactWithTheCpu) {
     const auto f = cpu::test::ternary_file(k.type, cpu::test::random_codes(n, rng), scales, k.n_cols, k.n_rows);
     auto w = repack_w2c(k.type, f.bytes, k.n_cols, k.n_rows);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
-    const auto x = randn(k.n_tokens * k.n_cols, rng);
-    std::vector<int8_t> q(x.size());
-    std::vector<float> s(static_cast<size_t>(k.n_tokens));
-    std::vector<int32_t> sums(static_cast<size_t>(k.n_tokens * k.n_cols / kChunkCols));
-    for (int64_t t = 0; t < k.n_tokens; ++t) {
-      s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * k.n_cols, k.n_cols, q.data() + t * k.n_cols,
-                                                     sums.data() + t * k.n_cols / kChunkCols);
-    }
+    const auto [q, s, sums] = quantized_acts(k.n_tokens, k.n_cols, rng);
     DeviceVec<uint32_t> words(w->words);
     DeviceVec<float> wscales(w->scales), ds(s), y(static_cast<size_t>(k.n_tokens * k.n_rows));
     DeviceVec<int8_t> dq(q);
@@ -173,14 +177,7 @@ TEST_F(CudaKernels, W2a8MmaGemmIsBitExactWithTheCpu) {
     }
     std::vector<float> wscales(static_cast<size_t>(n_rows * (n_cols / scale_block)));
     for (auto& v : wscales) v = 0.25f + static_cast<float>(rng() % 64) / 64.0f;
-    const auto x = randn(n_tokens * n_cols, rng);
-    std::vector<int8_t> q(x.size());
-    std::vector<float> s(static_cast<size_t>(n_tokens));
-    std::vector<int32_t> sums(static_cast<size_t>(n_tokens * n_cols / kChunkCols));
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * n_cols, n_cols, q.data() + t * n_cols,
-                                                     sums.data() + t * n_cols / kChunkCols);
-    }
+    const auto [q, s, sums] = quantized_acts(n_tokens, n_cols, rng);
     DeviceVec<uint32_t> dwords(words);
     DeviceVec<float> dws(wscales), ds(s), y(static_cast<size_t>(n_tokens * n_rows));
     DeviceVec<int8_t> dq(q);
@@ -386,14 +383,7 @@ TEST_F(CudaKernels, W2a8GemvGroupEqualsOneLaunchPerWeight) {
     ASSERT_EQ(views[0].scale_block, views[2].scale_block);
     ASSERT_EQ(views[0].scale_block == n_cols, type == GgmlType::kI2_S) << ggml_type_name(type);
     for (const int64_t n_tokens : {1, 3, 8}) {
-      const auto x = randn(n_tokens * n_cols, rng);
-      std::vector<int8_t> q(x.size());
-      std::vector<float> s(static_cast<size_t>(n_tokens));
-      std::vector<int32_t> sums(static_cast<size_t>(n_tokens * n_cols / kChunkCols));
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        s[static_cast<size_t>(t)] = act_quant_row_twin(x.data() + t * n_cols, n_cols, q.data() + t * n_cols,
-                                                       sums.data() + t * n_cols / kChunkCols);
-      }
+      const auto [q, s, sums] = quantized_acts(n_tokens, n_cols, rng);
       DeviceVec<int8_t> dq(q);
       DeviceVec<float> ds(s);
       DeviceVec<int32_t> dsums(sums);

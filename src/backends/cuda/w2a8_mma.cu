@@ -38,6 +38,41 @@ __device__ __forceinline__ void mma_s8(int lane, int32_t c[4], const int32_t a[4
 #endif
 }
 
+// Adds the epilogue of scale block b, (c - act_sum) / s * scale, to each of the warp tile's
+// outputs in range (the blocks' order is the CPU's: w2a8_mma_twin), and zeroes c for the next.
+__device__ __forceinline__ void add_block_epilogue(float (&acc)[kTokenTiles][4], int32_t (&c)[kTokenTiles][4], int64_t b,
+                                                   int64_t row0, int64_t tok_base, int lane, int64_t n_rows,
+                                                   int64_t n_tokens, int64_t scale_block, int64_t n_blocks,
+                                                   int64_t n_chunks, const float* __restrict__ scales,
+                                                   const float* __restrict__ act_scale,
+                                                   const int32_t* __restrict__ chunk_sum) {
+#pragma unroll
+  for (int j = 0; j < kTokenTiles; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = row0 + mma_c_row(lane, i), t = tok_base + 8 * j + mma_c_col(lane, i);
+      if (r < n_rows && t < n_tokens) {
+        const int32_t sum = act_sum_range(chunk_sum + t * n_chunks, b * scale_block, (b + 1) * scale_block);
+        acc[j][i] += w2a8_epilogue(c[j][i], sum, act_scale[t], scales[r * n_blocks + b]);
+      }
+      c[j][i] = 0;
+    }
+  }
+}
+
+// Writes the warp tile's outputs in range: y [n_tokens][n_rows].
+__device__ __forceinline__ void store_tile(const float (&acc)[kTokenTiles][4], int64_t row0, int64_t tok_base, int lane,
+                                           int64_t n_rows, int64_t n_tokens, float* __restrict__ y) {
+#pragma unroll
+  for (int j = 0; j < kTokenTiles; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = row0 + mma_c_row(lane, i), t = tok_base + 8 * j + mma_c_col(lane, i);
+      if (r < n_rows && t < n_tokens) y[t * n_rows + r] = acc[j][i];
+    }
+  }
+}
+
 // Shared-memory tiles of kTileCols columns: the block's 64 weight rows (kTileCols / 16 words
 // each, padded to an odd word stride so the 8 rows a fragment load touches sit in 8 banks) and
 // its 32 tokens' int8 activations (rows padded by 16 bytes: the fragment loads' 8 tokens x 4
@@ -55,9 +90,10 @@ constexpr int kAStride = kTileWords + 1;           // in words
 constexpr int kBStride = kTileCols / 4 + 4;        // in words (144 bytes: 16-byte aligned rows)
 
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
-    w2a8_mma_tiled_kernel(const uint32_t* __restrict__ words, const float* __restrict__ scales, int64_t n_rows, int64_t n_cols,
-                    int64_t scale_block, const int8_t* __restrict__ q, const float* __restrict__ act_scale,
-                    const int32_t* __restrict__ chunk_sum, int64_t n_tokens, float* __restrict__ y) {
+    w2a8_mma_tiled_kernel(const uint32_t* __restrict__ words, const float* __restrict__ scales, int64_t n_rows,
+                          int64_t n_cols, int64_t scale_block, const int8_t* __restrict__ q,
+                          const float* __restrict__ act_scale, const int32_t* __restrict__ chunk_sum, int64_t n_tokens,
+                          float* __restrict__ y) {
   __shared__ uint32_t sa[kRowsPerBlock * kAStride];
   __shared__ __align__(16) int32_t sb[kTokensPerBlock * kBStride];
   const int tid = static_cast<int>(threadIdx.x);
@@ -68,16 +104,8 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
   const int64_t tok_base = static_cast<int64_t>(blockIdx.y) * kTokensPerBlock;
   const int64_t n_words = n_cols / kWordCols, n_blocks = n_cols / scale_block, n_chunks = n_cols / kChunkCols;
 
-  float acc[kTokenTiles][4];
-  int32_t c[kTokenTiles][4];
-#pragma unroll
-  for (int j = 0; j < kTokenTiles; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      acc[j][i] = 0.0f;
-      c[j][i] = 0;
-    }
-  }
+  float acc[kTokenTiles][4] = {};  // the output tile
+  int32_t c[kTokenTiles][4] = {};  // the current scale block's int32 sums
   for (int64_t k0 = 0; k0 < n_cols; k0 += kTileCols) {
     const int64_t tile_cols = n_cols - k0 < kTileCols ? n_cols - k0 : kTileCols;  // a multiple of 32
     __syncthreads();  // every warp is done with the previous tiles
@@ -118,58 +146,31 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
       }
       const int64_t k = k0 + kk;
       if ((k + 32) % scale_block != 0) continue;
-      const int64_t b = k / scale_block;  // the scale block this step ends
-#pragma unroll
-      for (int j = 0; j < kTokenTiles; ++j) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int64_t r = row0 + mma_c_row(lane, i), t = tok_base + 8 * j + mma_c_col(lane, i);
-          if (r < n_rows && t < n_tokens) {
-            const int32_t sum = act_sum_range(chunk_sum + t * n_chunks, b * scale_block, (b + 1) * scale_block);
-            acc[j][i] += w2a8_epilogue(c[j][i], sum, act_scale[t], scales[r * n_blocks + b]);
-          }
-          c[j][i] = 0;
-        }
-      }
+      add_block_epilogue(acc, c, k / scale_block, row0, tok_base, lane, n_rows, n_tokens, scale_block, n_blocks, n_chunks,
+                         scales, act_scale, chunk_sum);  // the scale block this step ends
     }
   }
   if (!rows_here) return;
-#pragma unroll
-  for (int j = 0; j < kTokenTiles; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t r = row0 + mma_c_row(lane, i), t = tok_base + 8 * j + mma_c_col(lane, i);
-      if (r < n_rows && t < n_tokens) y[t * n_rows + r] = acc[j][i];
-    }
-  }
+  store_tile(acc, row0, tok_base, lane, n_rows, n_tokens, y);
 }
 
 // Fragments loaded straight from global memory (4-byte loads of 8 rows each: the L1 is the
 // bottleneck, 75% busy at 24 TMAC/s on an H200), no barriers: faster than the tiles above where
 // there are few blocks (a prompt of 128 tokens: 7,200 against 6,700 tok/s; batched decode).
 __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
-    w2a8_mma_direct_kernel(const uint32_t* __restrict__ words, const float* __restrict__ scales, int64_t n_rows, int64_t n_cols,
-                    int64_t scale_block, const int8_t* __restrict__ q, const float* __restrict__ act_scale,
-                    const int32_t* __restrict__ chunk_sum, int64_t n_tokens, float* __restrict__ y) {
+    w2a8_mma_direct_kernel(const uint32_t* __restrict__ words, const float* __restrict__ scales, int64_t n_rows,
+                           int64_t n_cols, int64_t scale_block, const int8_t* __restrict__ q,
+                           const float* __restrict__ act_scale, const int32_t* __restrict__ chunk_sum, int64_t n_tokens,
+                           float* __restrict__ y) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * 16;
   if (row0 >= n_rows) return;  // the whole warp
   const int64_t tok_base = static_cast<int64_t>(blockIdx.y) * kTokenTiles * 8;
   const int64_t n_words = n_cols / kWordCols, n_blocks = n_cols / scale_block, n_chunks = n_cols / kChunkCols;
 
-  float acc[kTokenTiles][4];
-#pragma unroll
-  for (int j = 0; j < kTokenTiles; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
-  }
+  float acc[kTokenTiles][4] = {};  // the output tile
+  int32_t c[kTokenTiles][4] = {};  // the current scale block's int32 sums
   for (int64_t b = 0; b < n_blocks; ++b) {
-    int32_t c[kTokenTiles][4];
-#pragma unroll
-    for (int j = 0; j < kTokenTiles; ++j) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) c[j][i] = 0;
-    }
     for (int64_t k = b * scale_block; k < (b + 1) * scale_block; k += 32) {
       int32_t fa[4];
       mma_load_a(words, n_words, n_rows, row0, k, lane, fa);
@@ -180,25 +181,10 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
         mma_s8(lane, c[j], fa, fb);
       }
     }
-#pragma unroll
-    for (int j = 0; j < kTokenTiles; ++j) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t r = row0 + mma_c_row(lane, i), t = tok_base + 8 * j + mma_c_col(lane, i);
-        if (r >= n_rows || t >= n_tokens) continue;
-        const int32_t sum = act_sum_range(chunk_sum + t * n_chunks, b * scale_block, (b + 1) * scale_block);
-        acc[j][i] += w2a8_epilogue(c[j][i], sum, act_scale[t], scales[r * n_blocks + b]);
-      }
-    }
+    add_block_epilogue(acc, c, b, row0, tok_base, lane, n_rows, n_tokens, scale_block, n_blocks, n_chunks, scales,
+                       act_scale, chunk_sum);
   }
-#pragma unroll
-  for (int j = 0; j < kTokenTiles; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t r = row0 + mma_c_row(lane, i), t = tok_base + 8 * j + mma_c_col(lane, i);
-      if (r < n_rows && t < n_tokens) y[t * n_rows + r] = acc[j][i];
-    }
-  }
+  store_tile(acc, row0, tok_base, lane, n_rows, n_tokens, y);
 }
 
 }  // namespace
