@@ -70,8 +70,9 @@ inline GpuError launch_status() { return gpuGetLastError(); }
 // kernel's tail instead of following it (a decode step is about 330 small dependent launches).
 // Such a kernel must begin with wait_for_previous(): it returns once the previous kernel has
 // finished and its writes are visible, so nothing before it may read or write global memory.
-// Kernels launched plainly (<<<>>>) wait as always. BITNET_CUDA_PDL=0 turns it off; HIP and
-// devices below sm_90 launch plainly (the wait is then a no-op).
+// Kernels launched plainly (<<<>>>) wait as always. BITNET_CUDA_PDL=0 turns it off; HIP,
+// devices below sm_90 and kernels built below compute_90 launch plainly (the wait is then a
+// no-op).
 __device__ __forceinline__ void wait_for_previous() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -79,7 +80,9 @@ __device__ __forceinline__ void wait_for_previous() {
 }
 
 #if !defined(__HIPCC__)
-bool dependent_launch_enabled();  // the current device is sm_90+ and BITNET_CUDA_PDL is not 0
+// The current device is sm_90+, the kernels were built for compute_90+ (the wait above is not
+// empty) and BITNET_CUDA_PDL is not 0 (elementwise.cu).
+bool dependent_launch_enabled();
 #endif
 
 template <class... Params, class... Args>
