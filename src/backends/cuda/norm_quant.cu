@@ -56,6 +56,16 @@ __device__ float rms_scale(X x, int64_t n, float eps, double* smem) {
   return 1.0f / sqrtf(static_cast<float>(sum / static_cast<double>(n)) + eps);
 }
 
+// x of the norm from the inputs a and b, element by element: the FFN's gating, the residual
+// add, or a alone.
+template <Gate kGate>
+__device__ __forceinline__ float gate_value(float a, float b) {
+  if constexpr (kGate == Gate::kRelu2) return relu2(a, b);
+  if constexpr (kGate == Gate::kSilu) return silu_mul_one(a, b);
+  if constexpr (kGate == Gate::kAdd) return __fadd_rn(a, b);
+  return a;
+}
+
 // g null: no norm (y = x); b null: no gate (x = a). kAdd: sum (which may alias a or b; hence
 // no __restrict__ on them) = a + b first, element by element by the thread that reads them,
 // then x is read back from sum.
@@ -72,13 +82,12 @@ __global__ void __launch_bounds__(kThreads)
   const float* br = kGate == Gate::kNone ? nullptr : b + t * n_cols;
   if constexpr (kGate == Gate::kAdd) {
     float* sr = sum + t * n_cols;
-    for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) sr[i] = __fadd_rn(ar[i], br[i]);
+    for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) sr[i] = gate_value<kGate>(ar[i], br[i]);
     __syncthreads();  // the passes below read elements other threads wrote
     ar = sr;
   }
-  const auto x = [&](int64_t i) {
-    if constexpr (kGate == Gate::kRelu2) return relu2(ar[i], br[i]);
-    if constexpr (kGate == Gate::kSilu) return silu_mul_one(ar[i], br[i]);
+  const auto x = [&](int64_t i) {  // kAdd: the sum, read back
+    if constexpr (kGate == Gate::kRelu2 || kGate == Gate::kSilu) return gate_value<kGate>(ar[i], br[i]);
     return ar[i];
   };
   const bool norm = g != nullptr;  // uniform over the block
@@ -142,12 +151,6 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t n_vecs = n_cols / 4;
   const auto* a4 = reinterpret_cast<const float4*>(a + t * n_cols);
   const auto* b4 = kGate == Gate::kNone ? nullptr : reinterpret_cast<const float4*>(b + t * n_cols);
-  const auto combine = [](float x, float y) {
-    if constexpr (kGate == Gate::kRelu2) return relu2(x, y);
-    if constexpr (kGate == Gate::kSilu) return silu_mul_one(x, y);
-    if constexpr (kGate == Gate::kAdd) return __fadd_rn(x, y);
-    return x;
-  };
   float4 v[kVecs];
 #pragma unroll
   for (int k = 0; k < kVecs; ++k) {
@@ -159,7 +162,8 @@ __global__ void __launch_bounds__(kThreads)
         v[k] = x;
       } else {
         const float4 y = b4[i];
-        v[k] = make_float4(combine(x.x, y.x), combine(x.y, y.y), combine(x.z, y.z), combine(x.w, y.w));
+        v[k] = make_float4(gate_value<kGate>(x.x, y.x), gate_value<kGate>(x.y, y.y), gate_value<kGate>(x.z, y.z),
+                           gate_value<kGate>(x.w, y.w));
       }
     }
   }
@@ -234,35 +238,24 @@ __global__ void __launch_bounds__(kThreads)
 
 constexpr int kMaxRowVecs = 8;  // rows of up to 8192 columns in registers
 
+// The register kernel for rows of `vecs` float4s per thread (at most kMaxRowVecs), or with
+// in_registers false the three-pass kernel.
 template <Gate kGate>
-GpuError launch_rows(int64_t vecs, unsigned grid, const float* a, const float* b, const float* g, int64_t n_cols,
-                     float eps, const Q8View& out, float* normed, GpuStream stream, float* sum) {
+GpuError launch_norm_quant(bool in_registers, int64_t vecs, unsigned grid, const float* a, const float* b,
+                           const float* g, int64_t n_cols, float eps, const Q8View& out, float* normed, GpuStream stream,
+                           float* sum) {
+  const auto launch = [&](auto kernel) {
+    return launch_dependent(kernel, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps, out.q, out.scale,
+                            out.chunk_sum, normed, sum);
+  };
+  if (!in_registers) return launch(rms_norm_quant_kernel<kGate>);
   switch (vecs) {
-    case 1:
-      return launch_dependent(rms_norm_quant_rows_kernel<kGate, 1>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
-                              out.q, out.scale, out.chunk_sum, normed, sum);
-    case 2:
-      return launch_dependent(rms_norm_quant_rows_kernel<kGate, 2>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
-                              out.q, out.scale, out.chunk_sum, normed, sum);
+    case 1: return launch(rms_norm_quant_rows_kernel<kGate, 1>);
+    case 2: return launch(rms_norm_quant_rows_kernel<kGate, 2>);
     case 3:
-    case 4:
-      return launch_dependent(rms_norm_quant_rows_kernel<kGate, 4>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
-                              out.q, out.scale, out.chunk_sum, normed, sum);
-    default:
-      return launch_dependent(rms_norm_quant_rows_kernel<kGate, kMaxRowVecs>, dim3(grid), dim3(kThreads), stream, a, b, g,
-                              n_cols, eps, out.q, out.scale, out.chunk_sum, normed, sum);
+    case 4: return launch(rms_norm_quant_rows_kernel<kGate, 4>);
+    default: return launch(rms_norm_quant_rows_kernel<kGate, kMaxRowVecs>);
   }
-}
-
-GpuError launch_rows(Gate gate, int64_t vecs, unsigned grid, const float* a, const float* b, const float* g,
-                     int64_t n_cols, float eps, const Q8View& out, float* normed, GpuStream stream, float* sum) {
-  switch (gate) {
-    case Gate::kNone: return launch_rows<Gate::kNone>(vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
-    case Gate::kRelu2: return launch_rows<Gate::kRelu2>(vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
-    case Gate::kSilu: return launch_rows<Gate::kSilu>(vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
-    case Gate::kAdd: return launch_rows<Gate::kAdd>(vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
-  }
-  return kGpuInvalidValue;
 }
 
 }  // namespace
@@ -275,24 +268,18 @@ GpuError gated_rms_norm_quant(Gate gate, const float* a, const float* b, const f
   }
   const auto grid = static_cast<unsigned>(n_tokens);
   const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
-  const int64_t vecs_per_thread = (n_cols / 4 + kThreads - 1) / kThreads;
-  if (vecs_per_thread <= kMaxRowVecs && !misaligned(a) && !misaligned(b) && !misaligned(g) && !misaligned(out.q) &&
-      !misaligned(normed) && !misaligned(sum)) {
-    return launch_rows(gate, vecs_per_thread, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
-  }
+  const int64_t vecs = (n_cols / 4 + kThreads - 1) / kThreads;  // float4s per thread
+  const bool in_registers = vecs <= kMaxRowVecs && !misaligned(a) && !misaligned(b) && !misaligned(g) &&
+                            !misaligned(out.q) && !misaligned(normed) && !misaligned(sum);
   switch (gate) {
     case Gate::kNone:
-      return launch_dependent(rms_norm_quant_kernel<Gate::kNone>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
-                              out.q, out.scale, out.chunk_sum, normed, sum);
+      return launch_norm_quant<Gate::kNone>(in_registers, vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
     case Gate::kRelu2:
-      return launch_dependent(rms_norm_quant_kernel<Gate::kRelu2>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
-                              out.q, out.scale, out.chunk_sum, normed, sum);
+      return launch_norm_quant<Gate::kRelu2>(in_registers, vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
     case Gate::kSilu:
-      return launch_dependent(rms_norm_quant_kernel<Gate::kSilu>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
-                              out.q, out.scale, out.chunk_sum, normed, sum);
+      return launch_norm_quant<Gate::kSilu>(in_registers, vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
     case Gate::kAdd:
-      return launch_dependent(rms_norm_quant_kernel<Gate::kAdd>, dim3(grid), dim3(kThreads), stream, a, b, g, n_cols, eps,
-                              out.q, out.scale, out.chunk_sum, normed, sum);
+      return launch_norm_quant<Gate::kAdd>(in_registers, vecs, grid, a, b, g, n_cols, eps, out, normed, stream, sum);
   }
   return kGpuInvalidValue;
 }
