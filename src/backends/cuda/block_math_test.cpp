@@ -65,6 +65,33 @@ TEST(CudaBlockMath, EveryElementEqualsTheDequantizer) {
   }
 }
 
+// The float GEMV's Q6_K reads, 8 elements per lane from 2-byte reads, against block_value
+// element by element, bit for bit: every lane of blocks at odd multiples of 2 bytes (a row's
+// odd blocks), random codes, scales of both signs, d zero in one block.
+TEST(CudaBlockMath, Q6_KEightAtATimeEqualsElementByElement) {
+  std::mt19937 rng(22);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> scale(0.0f, 0.05f);
+  const int n_blocks = 33, bytes = block_bytes(BlockFormat::kQ6_K);
+  std::vector<uint8_t> data(static_cast<size_t>(n_blocks * bytes));
+  for (auto& b : data) b = static_cast<uint8_t>(byte(rng));
+  for (int b = 0; b < n_blocks; ++b) {
+    const uint16_t h = fp32_to_fp16(b == 1 ? 0.0f : scale(rng));
+    std::memcpy(&data[static_cast<size_t>(b * bytes + 208)], &h, 2);
+  }
+  for (int b = 0; b < n_blocks; ++b) {
+    const uint8_t* block = data.data() + b * bytes;
+    for (int j = 0; j < 32; ++j) {
+      float got[8];
+      block_q6_K_values8(block_q6_K_lane(block, j), j, got);
+      for (int i = 0; i < 8; ++i) {
+        const float want = block_value<BlockFormat::kQ6_K>(block, 8 * j + i);
+        ASSERT_EQ(std::memcmp(&got[i], &want, 4), 0) << "block " << b << " element " << 8 * j + i;
+      }
+    }
+  }
+}
+
 // A device weight of a block format keeps the file's bytes; rows of partial blocks are refused.
 TEST(CudaBlockMath, WeightKindsOfTheBlockFormats) {
   EXPECT_EQ(weight_kind("w", GgmlType::kQ6_K, 2560, 100).value(), WeightKind::kBlocks);

@@ -169,22 +169,37 @@ double bench_w2a8(const char* name, std::initializer_list<int64_t> rows, int64_t
   return t.graph_us;
 }
 
-double bench_f16(const char* name, int64_t n_rows, int64_t n_cols, int iters, const Device& d, std::mt19937& rng) {
-  std::vector<uint16_t> w(static_cast<size_t>(n_rows * n_cols));
+// The head: F16 rows, or Q6_K blocks (random codes and scales, a small d; --head-type q6_K).
+double bench_head(const char* name, bool q6_K, int64_t n_rows, int64_t n_cols, int iters, const Device& d,
+                  std::mt19937& rng) {
+  const int64_t bytes = q6_K ? n_rows * (n_cols / 256) * block_bytes(BlockFormat::kQ6_K) : n_rows * n_cols * 2;
+  std::vector<uint8_t> w(static_cast<size_t>(bytes));
   std::normal_distribution<float> nd(0.0f, 0.02f);
-  for (auto& h : w) h = fp32_to_fp16(nd(rng));
+  if (q6_K) {
+    for (size_t i = 0; i + 4 <= w.size(); i += 4) {
+      const auto r = static_cast<uint32_t>(rng());
+      std::memcpy(&w[i], &r, 4);
+    }
+    const uint16_t small = fp32_to_fp16(0.001f);
+    for (int64_t off = 208; off < bytes; off += block_bytes(BlockFormat::kQ6_K)) std::memcpy(&w[static_cast<size_t>(off)], &small, 2);
+  } else {
+    for (int64_t i = 0; i < n_rows * n_cols; ++i) {
+      const uint16_t h = fp32_to_fp16(nd(rng));
+      std::memcpy(&w[static_cast<size_t>(2 * i)], &h, 2);
+    }
+  }
   std::vector<float> x(static_cast<size_t>(n_cols));
   for (auto& v : x) v = nd(rng);
-  const auto w_bytes = static_cast<int64_t>(w.size() * 2);
-  const int n_copies = copies_for(w_bytes, d);
-  DeviceMem dw(w.size() * 2 * n_copies), dx(x.size() * 4), dy(static_cast<size_t>(n_rows) * 4);
-  for (int c = 0; c < n_copies; ++c) ok(cudaMemcpy(dw.as<uint16_t>() + c * w.size(), w.data(), w.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const int n_copies = copies_for(bytes, d);
+  DeviceMem dw(w.size() * n_copies), dx(x.size() * 4), dy(static_cast<size_t>(n_rows) * 4);
+  for (int c = 0; c < n_copies; ++c) ok(cudaMemcpy(dw.as<uint8_t>() + c * w.size(), w.data(), w.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
   ok(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   const Timing t = time_us(iters, n_copies, [&](int c, cudaStream_t stream) {
-    const FloatWeightView v{FloatFormat::kF16, dw.as<uint16_t>() + c * w.size(), nullptr, n_rows, n_cols};
+    FloatWeightView v{q6_K ? FloatFormat::kBlocks : FloatFormat::kF16, dw.as<uint8_t>() + c * w.size(), nullptr, n_rows, n_cols};
+    v.block = BlockFormat::kQ6_K;
     ok(matmul_float(v, dx.as<float>(), 1, dy.as<float>(), stream), "matmul_float");
   });
-  report(name, n_rows, n_cols, "F16", w_bytes + n_cols * 4 + n_rows * 4, t, d);
+  report(name, n_rows, n_cols, q6_K ? "Q6_K" : "F16", bytes + n_cols * 4 + n_rows * 4, t, d);
   return t.graph_us;
 }
 
@@ -250,7 +265,8 @@ int run(int iters) {
   double grouped_us = o_us + down_us;
   grouped_us += bench_w2a8("attn_qkv", {2560, 640, 640}, 2560, iters, d, rng);
   grouped_us += bench_w2a8("ffn_gate+up", {6912, 6912}, 2560, iters, d, rng);
-  const double head_us = bench_f16("output", 128256, 2560, iters, d, rng);
+  const double head_us = bench_head("output", false, 128256, 2560, iters, d, rng);
+  const double q6_K_head_us = bench_head("output", true, 128256, 2560, iters, d, rng);
   // the norms of a layer: add + norm before q, k, v; the sub-norm before o; add + norm before
   // gate, up; the gated sub-norm before down
   double norms_us = 2 * bench_norm("add+norm", Gate::kAdd, 2560, iters, d, rng);
@@ -259,8 +275,10 @@ int run(int iters) {
   std::printf("norms of one token's layer: %.1f us, x 30 = %.2f ms\n", norms_us, 30 * norms_us / 1e3);
   if (!ok(cudaGetLastError(), "kernels")) return 1;
   for (const auto& [what, us] : {std::pair{"one launch each", layer_us}, std::pair{"grouped", grouped_us}}) {
-    std::printf("GEMVs of one token, %s: 30 x %.1f us + head %.1f us = %.2f ms (the GEMV bound on decode: %.0f tokens/s)\n",
-                what, us, head_us, (30 * us + head_us) / 1e3, 1e6 / (30 * us + head_us));
+    for (const auto& [head, h_us] : {std::pair{"F16", head_us}, std::pair{"Q6_K", q6_K_head_us}}) {
+      std::printf("GEMVs of one token, %s, %s head: 30 x %.1f us + %.1f us = %.2f ms (the GEMV bound on decode: %.0f tokens/s)\n",
+                  what, head, us, h_us, (30 * us + h_us) / 1e3, 1e6 / (30 * us + h_us));
+    }
   }
   return 0;
 }

@@ -549,9 +549,12 @@ TEST_P(CudaAttention, StoreKvAndSplitAttentionMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Heads, CudaAttention, testing::Values(128, 64, 8, 80, 200),
                          [](const auto& p) { return fmt::format("head{}", p.param); });
 
-TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
+// One token (decode: the Q6_K head's read-ahead kernel) and five (the 4-token tiles).
+class CudaFloatGemv : public CudaKernels, public testing::WithParamInterface<int64_t> {};
+
+TEST_P(CudaFloatGemv, MatchesTheCpu) {
   std::mt19937 rng(16);
-  const int64_t n_rows = 1003, n_cols = 2560, n_tokens = 5;
+  const int64_t n_rows = 1003, n_cols = 2560, n_tokens = GetParam();
   const auto wf = randn(n_rows * n_cols, rng, 0.05f);
   const auto x = randn(n_tokens * n_cols, rng);
   for (const GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
@@ -606,6 +609,9 @@ TEST_F(CudaKernels, FloatGemvMatchesTheCpu) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Tokens, CudaFloatGemv, testing::Values(1, 5),
+                         [](const auto& p) { return fmt::format("tokens{}", p.param); });
 
 // The device's part of each row equals hal::select_top's (hal/top_testing.h's rows: ties at the
 // boundary and everywhere, NaN, -0, infinities; k = 1, k past the row, named ids), on rows of

@@ -1,6 +1,7 @@
 // Float-weight GEMV (the F16/F32/BF16/Q8_0 heads, the block formats of block_math.h, any float
 // linear): one warp per row, each lane 8 columns per step (one 16-byte load of F16/BF16 codes,
-// two of F32, 8 bytes of Q8_0 quants, 8 elements decoded from one block), float accumulation,
+// two of F32, 8 bytes of Q8_0 quants, 8 elements decoded from one block; Q6_K its own kernel,
+// reading ahead), float accumulation,
 // up to kTokens tokens per weight read. Rows whose width is not a multiple of 8 take element
 // loads (kAny). The tied F16 head of
 // 2B-4T is 657 MB per token: this kernel bounds decode speed as much as the ternary GEMV.
@@ -71,6 +72,74 @@ __device__ __forceinline__ float load1(const FloatWeightView& w, int64_t r, int6
   }
 }
 
+// The sum of the 8 products, in the order every float GEMV here adds them.
+__device__ __forceinline__ float dot8(const float wv[kStep], const float a[kStep]) {
+  return wv[0] * a[0] + wv[1] * a[1] + wv[2] * a[2] + wv[3] * a[3] + wv[4] * a[4] + wv[5] * a[5] + wv[6] * a[6] +
+         wv[7] * a[7];
+}
+
+__device__ __forceinline__ void load_acts8(const float* xp, float a[kStep]) {
+  const float4 lo = __ldg(reinterpret_cast<const float4*>(xp)), hi = __ldg(reinterpret_cast<const float4*>(xp) + 1);
+  a[0] = lo.x, a[1] = lo.y, a[2] = lo.z, a[3] = lo.w, a[4] = hi.x, a[5] = hi.y, a[6] = hi.z, a[7] = hi.w;
+}
+
+// Q6_K rows: lane l takes elements 8l ... 8l + 7 of each block (the columns the kernel below
+// gives it, added in the same order: the same sums), the raw bits of kQ6Ahead blocks (and for
+// one token their activations) read before any is decoded, so that a row of 10 blocks waits
+// for 3 rounds of loads instead of 10.
+constexpr int kQ6Ahead = 4;
+
+template <int kTokens>
+__global__ void __launch_bounds__(kWarp* kRowsPerBlock)
+    q6_K_gemv_kernel(FloatWeightView w, const float* __restrict__ x, int64_t n_tokens, float* __restrict__ y) {
+  wait_for_previous();
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+  if (r >= w.n_rows) return;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
+  const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
+  constexpr int kBytes = block_bytes(BlockFormat::kQ6_K);
+  const int64_t nb = w.n_cols / 256;
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * nb * kBytes;
+  float acc[kTokens];
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
+  for (int64_t b0 = 0; b0 < nb; b0 += kQ6Ahead) {
+    Q6KLane raw[kQ6Ahead] = {};
+    float a1[kTokens == 1 ? kQ6Ahead : 1][kStep];  // one token: its activations read ahead too
+#pragma unroll
+    for (int u = 0; u < kQ6Ahead; ++u) {
+      if (b0 + u >= nb) continue;  // uniform over the warp
+      raw[u] = block_q6_K_lane(row + (b0 + u) * kBytes, lane);
+      if constexpr (kTokens == 1) load_acts8(x + t0 * w.n_cols + (b0 + u) * 256 + lane * kStep, a1[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kQ6Ahead; ++u) {
+      if (b0 + u >= nb) continue;
+      float wv[kStep];
+      block_q6_K_values8(raw[u], lane, wv);
+      const int64_t k = (b0 + u) * 256 + lane * kStep;
+      if constexpr (kTokens == 1) {
+        acc[0] += dot8(wv, a1[u]);
+      } else {
+#pragma unroll
+        for (int t = 0; t < kTokens; ++t) {
+          if (t >= nt) continue;
+          float a[kStep];
+          load_acts8(x + (t0 + t) * w.n_cols + k, a);
+          acc[t] += dot8(wv, a);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    if (t >= nt) continue;
+    const float s = warp_sum(acc[t]);
+    if (lane == 0) y[(t0 + t) * w.n_rows + r] = s;
+  }
+}
+
 // kAny: rows of any width (F32, F16, BF16), element loads and the columns past the row held at
 // 0; else 16-byte loads (n_cols a multiple of 8).
 template <FloatFormat F, BlockFormat B, int kTokens, bool kAny>
@@ -102,11 +171,9 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
 #pragma unroll
         for (int j = 0; j < kStep; ++j) a[j] = k + j < w.n_cols ? __ldg(xp + j) : 0.0f;
       } else {
-        const float4 lo = __ldg(reinterpret_cast<const float4*>(xp)), hi = __ldg(reinterpret_cast<const float4*>(xp) + 1);
-        a[0] = lo.x, a[1] = lo.y, a[2] = lo.z, a[3] = lo.w, a[4] = hi.x, a[5] = hi.y, a[6] = hi.z, a[7] = hi.w;
+        load_acts8(xp, a);
       }
-      acc[t] += wv[0] * a[0] + wv[1] * a[1] + wv[2] * a[2] + wv[3] * a[3] + wv[4] * a[4] + wv[5] * a[5] + wv[6] * a[6] +
-                wv[7] * a[7];
+      acc[t] += dot8(wv, a);
     }
   }
 #pragma unroll
@@ -146,7 +213,13 @@ GpuError dispatch_blocks(const FloatWeightView& w, const float* x, int64_t n_tok
     case BlockFormat::kQ3_K: return dispatch_tokens<kB, BlockFormat::kQ3_K>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ4_K: return dispatch_tokens<kB, BlockFormat::kQ4_K>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ5_K: return dispatch_tokens<kB, BlockFormat::kQ5_K>(w, x, n_tokens, y, stream);
-    case BlockFormat::kQ6_K: return dispatch_tokens<kB, BlockFormat::kQ6_K>(w, x, n_tokens, y, stream);
+    case BlockFormat::kQ6_K: {
+      const dim3 block(kWarp, kRowsPerBlock);
+      const unsigned rows = static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
+      if (n_tokens == 1) return launch_dependent(q6_K_gemv_kernel<1>, dim3(rows, 1), block, stream, w, x, n_tokens, y);
+      return launch_dependent(q6_K_gemv_kernel<4>, dim3(rows, static_cast<unsigned>((n_tokens + 3) / 4)), block, stream, w, x,
+                              n_tokens, y);
+    }
     case BlockFormat::kIQ4_NL: return dispatch_tokens<kB, BlockFormat::kIQ4_NL>(w, x, n_tokens, y, stream);
     case BlockFormat::kIQ4_XS: return dispatch_tokens<kB, BlockFormat::kIQ4_XS>(w, x, n_tokens, y, stream);
   }
