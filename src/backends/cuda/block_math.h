@@ -1,7 +1,9 @@
 // llama.cpp's block formats as the CUDA (and HIP) float kernels read them in place: element e of
 // one block, computed exactly as src/quant's dequantizers compute it (the same float operations
 // in the same order; the kernels are built with --fmad=false), as __host__ __device__ functions
-// so that the host tests check the very code the kernels run (block_math_test.cpp). Byte
+// so that the host tests check the very code the kernels run (block_math_test.cpp), except two
+// device-only branches: block_u16's read-only cache load and the Q6_K lane's fp16 conversion by
+// one PTX instruction (exact, as the host's). Byte
 // layouts: docs/FORMATS.md and src/quant (q4_q5.cpp, q2_k_q3_k.cpp, q4_k_q5_k.cpp, q6_k.cpp,
 // iq4.cpp).
 #pragma once
@@ -155,7 +157,8 @@ BITNET_HD float block_value(const uint8_t* block, int e) {
   }
 }
 
-// The 16 bits at p (2-byte aligned, little-endian).
+// The 16 bits at p (2-byte aligned, little-endian). On the device through the read-only cache
+// (__ldg): only for weights, which no kernel writes.
 BITNET_HD uint32_t block_u16(const uint8_t* p) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return __ldg(reinterpret_cast<const unsigned short*>(p));
@@ -193,8 +196,8 @@ BITNET_HD Q6KLane block_q6_K_lane(const uint8_t* block, int j) {
   return r;
 }
 
-// A code c < 256 as the float c - 32 without an int-to-float conversion (a quarter-rate
-// instruction on NVIDIA GPUs, 8 per lane and block): the bits 0x4B000000 | c are the float
+// A code c < 256 as the float c - 32 without an int-to-float conversion (a low-rate instruction
+// on NVIDIA GPUs: 16 per clock and SM on sm_90 against 128 float operations; 8 per lane and block): the bits 0x4B000000 | c are the float
 // 2^23 + c, and (2^23 + c) - (2^23 + 32) is exact.
 BITNET_HD float block_code_minus_32(uint32_t c) {
   const uint32_t bits = 0x4B000000u | c;

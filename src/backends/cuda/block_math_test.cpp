@@ -65,9 +65,10 @@ TEST(CudaBlockMath, EveryElementEqualsTheDequantizer) {
   }
 }
 
-// The float GEMV's Q6_K reads, 8 elements per lane from 2-byte reads, against block_value
-// element by element, bit for bit: every lane of blocks at odd multiples of 2 bytes (a row's
-// odd blocks), random codes, scales of both signs, d zero in one block.
+// The float GEMV's Q6_K reads, 8 elements per lane (the raw bits, then the values), against
+// block_value element by element, bit for bit: every lane of 33 consecutive blocks, random
+// codes, scales of both signs, d zero in one block. (On the host the 2-byte reads are copies;
+// the device reads them from blocks that are 2-byte aligned.)
 TEST(CudaBlockMath, Q6_KEightAtATimeEqualsElementByElement) {
   std::mt19937 rng(22);
   std::uniform_int_distribution<int> byte(0, 255);

@@ -13,11 +13,13 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernel_set.h"
 #include "backends/cpu/kernel_test_util.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cuda/block_math.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/mma_math.h"
@@ -549,12 +551,37 @@ TEST_P(CudaAttention, StoreKvAndSplitAttentionMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Heads, CudaAttention, testing::Values(128, 64, 8, 80, 200),
                          [](const auto& p) { return fmt::format("head{}", p.param); });
 
-// One token (decode: the Q6_K head's read-ahead kernel) and five (the 4-token tiles).
-class CudaFloatGemv : public CudaKernels, public testing::WithParamInterface<int64_t> {};
+// One row of a block format as the float GEMV adds it: lane l takes columns 8l + 256s (s = 0,
+// 1, ...), adding each step's 8 products in order to its sum, then the warp's butterfly (lane l
+// adds lane l ^ off's sum, off = 16 ... 1); lane 0's result is written. The device's kernels
+// (the generic one and Q6_K's read-ahead one) must give exactly this.
+float block_gemv_row_twin(BlockFormat f, const uint8_t* row, int64_t n_cols, const float* x) {
+  float lane_sum[kWarp] = {};
+  const int elems = block_elems(f), bytes = block_bytes(f);
+  for (int l = 0; l < kWarp; ++l) {
+    for (int64_t k = 8 * l; k < n_cols; k += 8 * kWarp) {
+      float w[8];
+      for (int j = 0; j < 8; ++j) w[j] = block_value(f, row + (k + j) / elems * bytes, static_cast<int>((k + j) % elems));
+      const float* a = x + k;
+      lane_sum[l] += w[0] * a[0] + w[1] * a[1] + w[2] * a[2] + w[3] * a[3] + w[4] * a[4] + w[5] * a[5] + w[6] * a[6] +
+                     w[7] * a[7];
+    }
+  }
+  for (int off = kWarp / 2; off >= 1; off /= 2) {
+    float next[kWarp];
+    for (int l = 0; l < kWarp; ++l) next[l] = lane_sum[l] + lane_sum[l ^ off];
+    std::copy(next, next + kWarp, lane_sum);
+  }
+  return lane_sum[0];
+}
+
+// (tokens, columns): one token (decode: the Q6_K head's read-ahead kernel), five (the 4-token
+// tiles), and rows of 3 blocks of 256 (a Q6_K row shorter than one read-ahead round).
+class CudaFloatGemv : public CudaKernels, public testing::WithParamInterface<std::pair<int64_t, int64_t>> {};
 
 TEST_P(CudaFloatGemv, MatchesTheCpu) {
   std::mt19937 rng(16);
-  const int64_t n_rows = 1003, n_cols = 2560, n_tokens = GetParam();
+  const int64_t n_rows = 1003, n_cols = GetParam().second, n_tokens = GetParam().first;
   const auto wf = randn(n_rows * n_cols, rng, 0.05f);
   const auto x = randn(n_tokens * n_cols, rng);
   for (const GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
@@ -602,6 +629,11 @@ TEST_P(CudaFloatGemv, MatchesTheCpu) {
         }
         const size_t i = static_cast<size_t>(t * n_rows + r);
         ASSERT_NEAR(got[i], exact, 1e-5 * mag + 1e-6) << ggml_type_name(type) << " row " << r;
+        if (block && t == 0) {  // the device's order of sums, bit for bit (first token)
+          const float twin = block_gemv_row_twin(*block, bytes->data() + r * (n_cols / block_elems(*block)) * block_bytes(*block),
+                                                 n_cols, x.data());
+          ASSERT_EQ(std::memcmp(&got[i], &twin, 4), 0) << ggml_type_name(type) << " row " << r << ": " << got[i] << " vs " << twin;
+        }
         if (!cpu_quantizes_acts) {
           ASSERT_NEAR(got[i], want[i], 2e-5 * mag + 1e-6) << ggml_type_name(type) << " row " << r;
         }
@@ -610,8 +642,10 @@ TEST_P(CudaFloatGemv, MatchesTheCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokens, CudaFloatGemv, testing::Values(1, 5),
-                         [](const auto& p) { return fmt::format("tokens{}", p.param); });
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaFloatGemv,
+                         testing::Values(std::pair<int64_t, int64_t>{1, 2560}, std::pair<int64_t, int64_t>{5, 2560},
+                                         std::pair<int64_t, int64_t>{1, 768}),
+                         [](const auto& p) { return fmt::format("tokens{}_cols{}", p.param.first, p.param.second); });
 
 // The device's part of each row equals hal::select_top's (hal/top_testing.h's rows: ties at the
 // boundary and everywhere, NaN, -0, infinities; k = 1, k past the row, named ids), on rows of

@@ -83,6 +83,29 @@ __device__ __forceinline__ void load_acts8(const float* xp, float a[kStep]) {
   a[0] = lo.x, a[1] = lo.y, a[2] = lo.z, a[3] = lo.w, a[4] = hi.x, a[5] = hi.y, a[6] = hi.z, a[7] = hi.w;
 }
 
+// The tokens of a block's tile: t0, t0 + 1, ... t0 + nt - 1 (blockIdx.y selects the tile).
+struct TokenTile {
+  int64_t t0;
+  int nt;
+};
+template <int kTokens>
+__device__ __forceinline__ TokenTile token_tile(int64_t n_tokens) {
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
+  return {t0, static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens)};
+}
+
+// y[t][r] = the warp's sum of acc[t] for the tile's tokens (lane 0 writes).
+template <int kTokens>
+__device__ __forceinline__ void store_row(const float (&acc)[kTokens], TokenTile tile, int64_t r, int64_t n_rows,
+                                          float* __restrict__ y) {
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    if (t >= tile.nt) continue;
+    const float s = warp_sum(acc[t]);
+    if (threadIdx.x == 0) y[(tile.t0 + t) * n_rows + r] = s;
+  }
+}
+
 // Q6_K rows: lane l takes elements 8l ... 8l + 7 of each block (the columns the kernel below
 // gives it, added in the same order: the same sums), the raw bits of kQ6Ahead blocks (and for
 // one token their activations) read before any is decoded, so that a row of 10 blocks waits
@@ -96,8 +119,7 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
   const int lane = static_cast<int>(threadIdx.x);
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
   if (r >= w.n_rows) return;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
-  const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
+  const TokenTile tile = token_tile<kTokens>(n_tokens);
   constexpr int kBytes = block_bytes(BlockFormat::kQ6_K);
   const int64_t nb = w.n_cols / 256;
   const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * nb * kBytes;
@@ -111,7 +133,7 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
     for (int u = 0; u < kQ6Ahead; ++u) {
       if (b0 + u >= nb) continue;  // uniform over the warp
       raw[u] = block_q6_K_lane(row + (b0 + u) * kBytes, lane);
-      if constexpr (kTokens == 1) load_acts8(x + t0 * w.n_cols + (b0 + u) * 256 + lane * kStep, a1[u]);
+      if constexpr (kTokens == 1) load_acts8(x + tile.t0 * w.n_cols + (b0 + u) * 256 + lane * kStep, a1[u]);
     }
 #pragma unroll
     for (int u = 0; u < kQ6Ahead; ++u) {
@@ -124,20 +146,15 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
       } else {
 #pragma unroll
         for (int t = 0; t < kTokens; ++t) {
-          if (t >= nt) continue;
+          if (t >= tile.nt) continue;
           float a[kStep];
-          load_acts8(x + (t0 + t) * w.n_cols + k, a);
+          load_acts8(x + (tile.t0 + t) * w.n_cols + k, a);
           acc[t] += dot8(wv, a);
         }
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < kTokens; ++t) {
-    if (t >= nt) continue;
-    const float s = warp_sum(acc[t]);
-    if (lane == 0) y[(t0 + t) * w.n_rows + r] = s;
-  }
+  store_row(acc, tile, r, w.n_rows, y);
 }
 
 // kAny: rows of any width (F32, F16, BF16), element loads and the columns past the row held at
@@ -149,8 +166,7 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
   const int lane = static_cast<int>(threadIdx.x);
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
   if (r >= w.n_rows) return;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
-  const int nt = static_cast<int>(n_tokens - t0 < kTokens ? n_tokens - t0 : kTokens);
+  const TokenTile tile = token_tile<kTokens>(n_tokens);
   float acc[kTokens];
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
@@ -164,8 +180,8 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
     }
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
-      if (t >= nt) continue;
-      const float* xp = x + (t0 + t) * w.n_cols + k;
+      if (t >= tile.nt) continue;
+      const float* xp = x + (tile.t0 + t) * w.n_cols + k;
       float a[kStep];
       if constexpr (kAny) {
 #pragma unroll
@@ -176,12 +192,7 @@ __global__ void __launch_bounds__(kWarp* kRowsPerBlock)
       acc[t] += dot8(wv, a);
     }
   }
-#pragma unroll
-  for (int t = 0; t < kTokens; ++t) {
-    if (t >= nt) continue;
-    const float s = warp_sum(acc[t]);
-    if (lane == 0) y[(t0 + t) * w.n_rows + r] = s;
-  }
+  store_row(acc, tile, r, w.n_rows, y);
 }
 
 template <FloatFormat F, BlockFormat B, int kTokens, bool kAny>
