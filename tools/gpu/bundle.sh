@@ -8,6 +8,8 @@
 # device tool:  run(command="tools/gpu/check.sh", carry=[".gpu"], timeout_s=540)
 #   tools/gpu/bundle.sh            # sm_90 (H100, H200)
 #   BITNET_GPU_ARCH=80 tools/gpu/bundle.sh
+#   BITNET_GPU_BASE=1 tools/gpu/bundle.sh   # first keep the last bundle's bitnet as .gpu/bitnet-base
+#                                           # (check.sh's ab step runs it against the new one)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 arch=${BITNET_GPU_ARCH:-90}
@@ -17,6 +19,16 @@ root=/tmp/bitnet-gpu  # where check.sh unpacks it on the device machine; the tes
 tests="cuda_probe_test cuda_kernels_test cuda_backend_ops_test cuda_backend_test e2e_golden_gpu_test"
 tools="bitnet bitnet_cuda_bench"
 
+if [ "${BITNET_GPU_BASE:-0}" = 1 ]; then
+  if [ -x "$build/bin/bitnet" ]; then
+    mkdir -p .gpu
+    cp "$build/bin/bitnet" .gpu/bitnet-base
+    strip .gpu/bitnet-base
+    echo "bundle: the previous build's bitnet kept as .gpu/bitnet-base"
+  else
+    echo "bundle: no previous build ($build/bin/bitnet) to keep as the base" >&2
+  fi
+fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DBITNET_OPENCL=OFF -DBITNET_VULKAN=OFF -DBITNET_HIP=OFF -DBITNET_SHARED_DIR="$root/shared" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target $tests $tools

@@ -3,10 +3,13 @@
 #   run(command="tools/gpu/check.sh", carry=[".gpu"], timeout_s=540)
 # Each step has its own time limit and the whole run a deadline (CHECK_SECONDS, default 480),
 # so a hung kernel costs one step, not the call. Logs go to $OUT (at most 8 files come back):
-# summary.txt, gpu.txt, tests.log, bench.log, profile.log, sanitizer.log; the summary is printed
+# summary.txt, gpu.txt, tests.log, bench.log, ab.log, profile.log, sanitizer.log; the summary is printed
 # last.
 # CHECK_STEPS picks steps (default: all, in this order):
-#   devices probe kernels ops backend golden kbench bench q6k parallel profile sanitizer
+#   devices probe kernels ops backend golden kbench bench q6k parallel ab profile sanitizer
+# ab runs where .gpu/bitnet-base exists (bundle.sh with BITNET_GPU_BASE=1 keeps the previous
+# bundle's bitnet there): that binary and this bundle's, alternating twice, pp128 + tg64 with
+# the file's head and tg64 with a Q6_K head (ab.log; the rows in the summary).
 set -u
 start=$(date +%s)
 deadline=$((start + ${CHECK_SECONDS:-480}))
@@ -21,7 +24,7 @@ fi
 # tar needs xz for -J; python3 (there with PyTorch) reads it either way
 tar -C /tmp -xJf .gpu/bitnet-gpu.tar.xz 2>/dev/null ||
   python3 -c 'import tarfile; tarfile.open(".gpu/bitnet-gpu.tar.xz").extractall("/tmp")' || exit 2
-steps=${CHECK_STEPS:-devices probe kernels ops backend golden kbench bench q6k parallel profile sanitizer}
+steps=${CHECK_STEPS:-devices probe kernels ops backend golden kbench bench q6k parallel ab profile sanitizer}
 summary="$out/summary.txt"
 { echo "bundle $(cat "$root/COMMIT") (sm_$(cat "$root/ARCH"))"; date -u; } > "$summary"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem \
@@ -59,7 +62,7 @@ step() {
 
 bin="$root/bin"
 run=(env LD_LIBRARY_PATH="$root/lib" BITNET_STRICT_MODE=1)  # the bundle's libraries; no silent fallback to the CPU
-case " $steps " in *" bench "* | *" q6k "* | *" parallel "* | *" profile "*) steps="$steps synth" ;; esac
+case " $steps " in *" bench "* | *" q6k "* | *" parallel "* | *" ab "* | *" profile "*) steps="$steps synth" ;; esac
 model=/tmp/2b4t-i2_s.gguf
 step devices "$out/tests.log" 30 "${run[@]}" "$bin/bitnet" devices
 # the cuda entry and its devices: available, or why not (then every test skips)
@@ -75,6 +78,14 @@ step bench "$out/bench.log" 120 "${run[@]}" "$bin/bitnet" bench -m "$model" --de
 # the head requantized to Q6_K at load (0.8 instead of 1.19 GB per token, bitnet.cpp's default)
 step q6k "$out/bench.log" 60 "${run[@]}" "$bin/bitnet" bench -m "$model" --device cuda --head-type q6_K -p 0 -n 64 -r 3
 step parallel "$out/bench.log" 90 "${run[@]}" "$bin/bitnet" bench -m "$model" --device cuda -p 0 -n 64 --parallel 1,8,32 -r 2
+# The previous bundle's bitnet against this one, alternating (same model, same machine, minutes
+# apart: the only fair comparison of a change).
+if [ -x .gpu/bitnet-base ]; then
+  step ab "$out/ab.log" 150 "${run[@]}" tools/gpu/ab.sh "$PWD/.gpu/bitnet-base" "$bin/bitnet" "$model"
+  grep -E '^(==|\|)' "$out/ab.log" 2>/dev/null | awk -F'|' '/^==/ {w = $0; next} {printf "  %-16s %-6s %-6s %s\n", w, $6, $9, $10}' >> "$summary"
+else
+  case " $steps " in *" ab "*) echo "ab: not run (no .gpu/bitnet-base: bundle.sh with BITNET_GPU_BASE=1)" >> "$summary" ;; esac
+fi
 # Where the time goes per kernel (kernel_profile.h; plain launches, no graphs): a prompt of 512,
 # then decode.
 step profile "$out/profile.log" 90 "${run[@]}" BITNET_CUDA_PROFILE=1 "$bin/bitnet" bench -m "$model" --device cuda -p 512 -n 0 -r 1
