@@ -28,6 +28,8 @@ if [ "${BITNET_GPU_BASE:-0}" = 1 ]; then
   else
     echo "bundle: no previous build ($build/bin/bitnet) to keep as the base" >&2
   fi
+else
+  rm -f .gpu/bitnet-base  # a base of an older bundle would mislead the ab step
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DBITNET_OPENCL=OFF -DBITNET_VULKAN=OFF -DBITNET_HIP=OFF -DBITNET_SHARED_DIR="$root/shared" >/dev/null
