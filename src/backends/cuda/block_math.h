@@ -197,8 +197,9 @@ BITNET_HD Q6KLane block_q6_K_lane(const uint8_t* block, int j) {
 }
 
 // A code c < 256 as the float c - 32 without an int-to-float conversion (a low-rate instruction
-// on NVIDIA GPUs: 16 per clock and SM on sm_90 against 128 float operations; 8 per lane and block): the bits 0x4B000000 | c are the float
-// 2^23 + c, and (2^23 + c) - (2^23 + 32) is exact.
+// on NVIDIA GPUs, 16 per clock and SM on sm_90 against 128 float operations, and 8 per lane and
+// block here): the bits 0x4B000000 | c are the float 2^23 + c, and (2^23 + c) - (2^23 + 32) is
+// exact.
 BITNET_HD float block_code_minus_32(uint32_t c) {
   const uint32_t bits = 0x4B000000u | c;
   float f;
