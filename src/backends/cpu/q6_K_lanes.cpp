@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "quant/q6_k.h"
 
 namespace bitnet::cpu {
@@ -59,6 +60,22 @@ void q6_K_block_to_lanes(const uint8_t* src, uint8_t* dst) {
       const uint32_t plane = file_codes4(src, e + 4 * j) | (fourth >> (2 * j) & 0x03030303u) << 6;
       std::memcpy(dst + 64 * j + x, &plane, 4);
     }
+  }
+}
+
+void q6_K_blocks_to_lanes(const uint8_t* src, uint8_t* dst, int64_t n_blocks) {
+#if defined(__x86_64__)
+  static const bool avx512 = [] {
+    const CpuFeatures f = detect_cpu_features();
+    return f.avx512f && f.avx512bw;
+  }();
+  if (avx512) {
+    q6_K_blocks_to_lanes_avx512(src, dst, n_blocks);
+    return;
+  }
+#endif
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    q6_K_block_to_lanes(src + b * quant::kQ6_KBlockBytes, dst + b * quant::kQ6_KBlockBytes);
   }
 }
 

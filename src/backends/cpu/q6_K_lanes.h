@@ -22,6 +22,13 @@ inline constexpr int q6_K_lane_element(int pos) { return 16 * (pos % 64 / 4) + 4
 
 // One 210-byte Q6_K block from the file's order into lane order (src and dst do not overlap).
 void q6_K_block_to_lanes(const uint8_t* src, uint8_t* dst);
+// n_blocks of them, with AVX-512 where the CPU has it (F and BW), else block by block above;
+// the same bytes either way.
+void q6_K_blocks_to_lanes(const uint8_t* src, uint8_t* dst, int64_t n_blocks);
+#if defined(__x86_64__)
+// The AVX-512 version (q6_K_lanes_avx512.cpp): only where the CPU has AVX-512 F and BW.
+void q6_K_blocks_to_lanes_avx512(const uint8_t* src, uint8_t* dst, int64_t n_blocks);
+#endif
 // One 292-byte Q8_K block's 256 quants into lane order, in place.
 void q8_K_block_to_lanes(uint8_t* block);
 // n_cols values of a row of lane-order Q6_K blocks, in element order.

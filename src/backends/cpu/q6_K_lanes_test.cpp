@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_test_util.h"
+#include "core/cpu_features.h"
 #include "quant/q6_k.h"
 #include "quant/q8_k.h"
 #include "quant/quant.h"
@@ -55,6 +56,27 @@ TEST(Q6_KLanes, RepackedRowsDequantizeToTheSameValues) {
   EXPECT_NE(lanes, w);
   dequantize_q6_K_lanes_row(lanes.data(), n, got.data());
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
+}
+
+// The AVX-512 conversion (the load-time path where the CPU has it) writes the scalar one's
+// bytes: 1000 blocks of random bytes (every code, scale and bit pattern), through the
+// dispatching entry point and, where the CPU has AVX-512 F and BW, the vector one itself.
+TEST(Q6_KLanes, VectorConversionEqualsTheScalarOne) {
+  std::mt19937 rng(5);
+  const int64_t n_blocks = 1000;
+  std::vector<uint8_t> w(static_cast<size_t>(n_blocks * kBlockBytes));
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const std::vector<uint8_t> want = to_lanes(w);
+  std::vector<uint8_t> got(w.size(), 0xAA);
+  q6_K_blocks_to_lanes(w.data(), got.data(), n_blocks);
+  EXPECT_EQ(got, want);
+#if defined(__x86_64__)
+  const CpuFeatures f = detect_cpu_features();
+  if (!f.avx512f || !f.avx512bw) GTEST_SKIP() << "no AVX-512 F and BW on this CPU: the vector conversion not run";
+  std::fill(got.begin(), got.end(), uint8_t{0x55});
+  q6_K_blocks_to_lanes_avx512(w.data(), got.data(), n_blocks);
+  EXPECT_EQ(got, want);
+#endif
 }
 
 TEST(Q6_KLanes, PlanesHoldSixBitsAndAPairOfTheFourthVector) {

@@ -370,9 +370,7 @@ void copy_to_huge_pages(std::span<const uint8_t> bytes, CpuWeight& w, ThreadPool
       const std::span<const uint8_t> slice =
           bytes.subspan(at, std::min(static_cast<size_t>(slice_bytes), bytes.size() - at));
       if (q6_K_lanes) {
-        for (size_t b = 0; b + kBlockBytes <= slice.size(); b += kBlockBytes) {
-          q6_K_block_to_lanes(slice.data() + b, w.owned.data() + at + b);
-        }
+        q6_K_blocks_to_lanes(slice.data(), w.owned.data() + at, static_cast<int64_t>(slice.size()) / kBlockBytes);
       } else {
         std::memcpy(w.owned.data() + at, slice.data(), slice.size());
       }
