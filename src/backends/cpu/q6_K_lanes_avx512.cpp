@@ -6,21 +6,22 @@
 #include <cstring>
 
 #include "backends/cpu/q6_K_lanes.h"
+#include "quant/q6_k.h"
 
 namespace bitnet::cpu {
 namespace {
 
-constexpr int64_t kBlockBytes = 210;
+constexpr int64_t kBlockBytes = quant::kQ6_KBlockBytes;
 
-// Bits 2s, 2s+1 of every byte of v as the byte's value, s per 16-bit lane from `shift` (16-bit
+// Bits s, s+1 of every byte of v as the byte's value, s per 16-bit lane from `shift` (16-bit
 // shifts pull the next byte's bits into the top of each byte; the mask drops them).
 __m512i pairs(__m512i v, __m512i shift) { return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(3)); }
 
 }  // namespace
 
 // The 64 codes of elements 64v ... 64v + 63 (v < 4) come straight from ggml's bytes: the low
-// (v even) or high (v odd) nibbles of ql[64 (v / 2) ...], and, for the two 32-element halves,
-// bit pairs 2 (v % 2) and 2 (v % 2) + 1 of qh[32 (v / 2) ...]. Position 64j + 4p + k of the
+// (v even) or high (v odd) nibbles of ql[64 (v / 2) ...], and bits 4 (v % 2), +1 (the first 32
+// elements) or 4 (v % 2) + 2, +3 (the second 32) of qh[32 (v / 2) ...]. Position 64j + 4p + k of the
 // lane order is element 16p + 4j + k, i.e. dword j of 128-bit lane p' = p % 4 of element vector
 // v = p / 4: a 4 x 4 dword transpose across the four vectors (unpacks) and one within each
 // result (vpermd) give the four position vectors; the fourth's bit pairs then go into bits 6-7
@@ -50,11 +51,14 @@ void q6_K_blocks_to_lanes_avx512(const uint8_t* src, uint8_t* dst, int64_t n_blo
     const __m512i f[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
                           _mm512_unpackhi_epi64(t1, t3)};
     const __m512i fourth = _mm512_permutexvar_epi32(to_positions, f[3]);
-    for (int j = 0; j < 3; ++j) {
-      const __m512i pos = _mm512_permutexvar_epi32(to_positions, f[j]);
-      const __m512i pair = _mm512_and_si512(_mm512_srli_epi16(fourth, static_cast<unsigned>(2 * j)), _mm512_set1_epi8(3));
-      _mm512_storeu_si512(d + 64 * j, _mm512_or_si512(pos, _mm512_slli_epi16(pair, 6)));
-    }
+    // plane j: positions 64j ..., with bit pair j of the fourth vector's codes in bits 6-7
+    const auto plane = [&](__m512i codes, __m512i pair_j) {
+      const __m512i pair = _mm512_and_si512(pair_j, _mm512_set1_epi8(3));
+      return _mm512_or_si512(_mm512_permutexvar_epi32(to_positions, codes), _mm512_slli_epi16(pair, 6));
+    };
+    _mm512_storeu_si512(d, plane(f[0], fourth));
+    _mm512_storeu_si512(d + 64, plane(f[1], _mm512_srli_epi16(fourth, 2)));
+    _mm512_storeu_si512(d + 128, plane(f[2], _mm512_srli_epi16(fourth, 4)));
     std::memcpy(d + 192, s + 192, kBlockBytes - 192);  // scales, d
   }
 }

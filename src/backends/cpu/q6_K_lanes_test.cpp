@@ -58,24 +58,44 @@ TEST(Q6_KLanes, RepackedRowsDequantizeToTheSameValues) {
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
 }
 
-// The AVX-512 conversion (the load-time path where the CPU has it) writes the scalar one's
-// bytes: 1000 blocks of random bytes (every code, scale and bit pattern), through the
-// dispatching entry point and, where the CPU has AVX-512 F and BW, the vector one itself.
+// 1000 blocks of random bytes, their scalar conversion, and an output buffer with a canary
+// past the blocks.
+struct ConversionCase {
+  static constexpr int64_t kBlocks = 1000;
+  static constexpr size_t kTail = 64;
+  std::vector<uint8_t> w, want, got;
+  ConversionCase() : w(static_cast<size_t>(kBlocks * kBlockBytes)) {
+    std::mt19937 rng(5);
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    want = to_lanes(w);
+    got.assign(w.size() + kTail, 0xAA);
+  }
+  void check(const char* what) const {
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin())) << what;
+    EXPECT_TRUE(std::all_of(got.begin() + static_cast<std::ptrdiff_t>(want.size()), got.end(),
+                            [](uint8_t b) { return b == 0xAA; }))
+        << what << " wrote past the last block";
+  }
+};
+
+// The load-time entry point (the vector conversion where the CPU has AVX-512 F and BW, else
+// the scalar one) writes the scalar conversion's bytes, and nothing past them.
+TEST(Q6_KLanes, BlocksToLanesEqualsBlockByBlock) {
+  ConversionCase c;
+  q6_K_blocks_to_lanes(c.w.data(), c.got.data(), ConversionCase::kBlocks);
+  c.check("q6_K_blocks_to_lanes");
+}
+
+// The AVX-512 conversion itself, where the CPU can run it.
 TEST(Q6_KLanes, VectorConversionEqualsTheScalarOne) {
-  std::mt19937 rng(5);
-  const int64_t n_blocks = 1000;
-  std::vector<uint8_t> w(static_cast<size_t>(n_blocks * kBlockBytes));
-  for (auto& b : w) b = static_cast<uint8_t>(rng());
-  const std::vector<uint8_t> want = to_lanes(w);
-  std::vector<uint8_t> got(w.size(), 0xAA);
-  q6_K_blocks_to_lanes(w.data(), got.data(), n_blocks);
-  EXPECT_EQ(got, want);
 #if defined(__x86_64__)
   const CpuFeatures f = detect_cpu_features();
   if (!f.avx512f || !f.avx512bw) GTEST_SKIP() << "no AVX-512 F and BW on this CPU: the vector conversion not run";
-  std::fill(got.begin(), got.end(), uint8_t{0x55});
-  q6_K_blocks_to_lanes_avx512(w.data(), got.data(), n_blocks);
-  EXPECT_EQ(got, want);
+  ConversionCase c;
+  q6_K_blocks_to_lanes_avx512(c.w.data(), c.got.data(), ConversionCase::kBlocks);
+  c.check("q6_K_blocks_to_lanes_avx512");
+#else
+  GTEST_SKIP() << "x86-64 only";
 #endif
 }
 
