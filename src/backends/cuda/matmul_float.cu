@@ -200,7 +200,11 @@ GpuError launch(const FloatWeightView& w, const float* x, int64_t n_tokens, floa
   const dim3 block(kWarp, kRowsPerBlock);
   const dim3 grid(static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>((n_tokens + kTokens - 1) / kTokens));
-  return launch_dependent(matmul_float_kernel<F, B, kTokens, kAny>, grid, block, stream, w, x, n_tokens, y);
+  if constexpr (F == FloatFormat::kBlocks && B == BlockFormat::kQ6_K) {
+    return launch_dependent(q6_K_gemv_kernel<kTokens>, grid, block, stream, w, x, n_tokens, y);
+  } else {
+    return launch_dependent(matmul_float_kernel<F, B, kTokens, kAny>, grid, block, stream, w, x, n_tokens, y);
+  }
 }
 
 template <FloatFormat F, BlockFormat B = BlockFormat::kQ4_0>
@@ -224,13 +228,7 @@ GpuError dispatch_blocks(const FloatWeightView& w, const float* x, int64_t n_tok
     case BlockFormat::kQ3_K: return dispatch_tokens<kB, BlockFormat::kQ3_K>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ4_K: return dispatch_tokens<kB, BlockFormat::kQ4_K>(w, x, n_tokens, y, stream);
     case BlockFormat::kQ5_K: return dispatch_tokens<kB, BlockFormat::kQ5_K>(w, x, n_tokens, y, stream);
-    case BlockFormat::kQ6_K: {
-      const dim3 block(kWarp, kRowsPerBlock);
-      const unsigned rows = static_cast<unsigned>((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock);
-      if (n_tokens == 1) return launch_dependent(q6_K_gemv_kernel<1>, dim3(rows, 1), block, stream, w, x, n_tokens, y);
-      return launch_dependent(q6_K_gemv_kernel<4>, dim3(rows, static_cast<unsigned>((n_tokens + 3) / 4)), block, stream, w, x,
-                              n_tokens, y);
-    }
+    case BlockFormat::kQ6_K: return dispatch_tokens<kB, BlockFormat::kQ6_K>(w, x, n_tokens, y, stream);
     case BlockFormat::kIQ4_NL: return dispatch_tokens<kB, BlockFormat::kIQ4_NL>(w, x, n_tokens, y, stream);
     case BlockFormat::kIQ4_XS: return dispatch_tokens<kB, BlockFormat::kIQ4_XS>(w, x, n_tokens, y, stream);
   }
