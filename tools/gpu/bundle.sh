@@ -5,7 +5,7 @@
 # (git-ignored): the gpu-labelled test binaries, `bitnet` and `bitnet_cuda_bench` built for one
 # architecture, the shared libraries they load beyond glibc and libstdc++, and the test data
 # they read from ../shared (SmolLM2, 98 MB, is left out: its cases skip). Then, through the
-# device tool:  run(command="tools/gpu/check.sh", carry=[".gpu"], timeout_s=540)
+# device tool:  run(command="CHECK_SECONDS=300 tools/gpu/check.sh", carry=[".gpu"], timeout_s=330)
 #   tools/gpu/bundle.sh            # sm_90 (H100, H200)
 #   BITNET_GPU_ARCH=80 tools/gpu/bundle.sh
 #   BITNET_GPU_BASE=1 tools/gpu/bundle.sh   # first keep the last bundle's bitnet as .gpu/bitnet-base

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs on a lent GPU machine, from the repository root, what tools/gpu/bundle.sh packed here:
-#   run(command="tools/gpu/check.sh", carry=[".gpu"], timeout_s=540)
+#   run(command="CHECK_SECONDS=300 tools/gpu/check.sh", carry=[".gpu"], timeout_s=330)
 # Each step has its own time limit and the whole run a deadline (CHECK_SECONDS, default 480),
 # so a hung kernel costs one step, not the call. Logs go to $OUT (at most 8 files come back):
 # summary.txt, gpu.txt, tests.log, bench.log, ab.log, profile.log, sanitizer.log; the summary is printed
